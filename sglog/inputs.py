@@ -1,0 +1,154 @@
+"""Opening inputs: plain, .gz, .zst or stdin; refusing what is not a text log.
+
+Every problem becomes an ``InputError`` with a one-line message.  Text is
+decoded as UTF-8 with replacement characters (invalid bytes never stop a read)
+and handed on in chunks that end on a line boundary, so memory stays flat in
+the size of the input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglog.errors import InputError
+
+CHUNK_BYTES = 32 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_BINARY_SIGNATURES = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff")
+
+
+@dataclass(slots=True)
+class Source:
+    name: str  # as the user wrote it ('-' for stdin)
+    path: Path  # a real file (stdin is spooled to a temporary file)
+    size: int
+    compression: str  # none | gzip | zstd
+
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        with open(self.path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+
+_spooled: list[Path] = []
+
+
+def _spool_stdin() -> Path:
+    fd, name = tempfile.mkstemp(prefix="sglog-stdin-", suffix=".log")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    _spooled.append(Path(name))
+    return Path(name)
+
+
+def open_source(name: str) -> Source:
+    """Check a path (or '-') and return a Source; raise InputError with one line."""
+    if name == "-":
+        path = _spool_stdin()
+    else:
+        path = Path(name)
+        if not path.exists():
+            raise InputError(f"{name}: no such file")
+        if path.is_dir():
+            raise InputError(f"{name}: is a directory, not a log file")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{name}: permission denied")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    compression = "gzip" if magic[:2] == _GZIP_MAGIC else "zstd" if magic == _ZSTD_MAGIC else "none"
+    src = Source(name=name, path=path, size=path.stat().st_size, compression=compression)
+    _check_text(src)
+    return src
+
+
+def _open_binary(src: Source) -> io.BufferedIOBase:
+    if src.compression == "gzip":
+        return gzip.open(src.path, "rb")
+    if src.compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(open(src.path, "rb"), closefd=True)
+    return open(src.path, "rb")
+
+
+def _check_text(src: Source) -> None:
+    try:
+        with _open_binary(src) as f:
+            head = f.read(8192)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
+    except Exception as e:  # zstandard.ZstdError and friends
+        raise InputError(f"{src.name}: cannot decompress ({_short(e)})") from None
+    if head.startswith(_BINARY_SIGNATURES) or b"\x00" in head[:4096]:
+        raise InputError(f"{src.name}: looks like a binary file, not a text log")
+    if head:
+        controls = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
+        if controls > len(head) * 0.1:
+            raise InputError(f"{src.name}: looks like a binary file, not a text log")
+
+
+def _short(e: BaseException) -> str:
+    return str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+
+
+def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+    """Decoded text in chunks that end with '\\n' (except possibly the last)."""
+    carry = b""
+    try:
+        with _open_binary(src) as f:
+            while True:
+                block = f.read(chunk_bytes)
+                if not block:
+                    break
+                block = carry + block
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    carry = block
+                    continue
+                carry = block[cut + 1 :]
+                yield block[: cut + 1].decode("utf-8", errors="replace")
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
+    except InputError:
+        raise
+    except Exception as e:
+        if type(e).__module__.startswith("zstandard"):
+            raise InputError(f"{src.name}: corrupt or truncated zstd file ({_short(e)})") from None
+        raise
+    if carry:
+        yield carry.decode("utf-8", errors="replace")
+
+
+def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:
+    """Fetch the raw text of some physical lines (1-based), e.g. for evidence."""
+    want = set(numbers)
+    out: dict[int, str] = {}
+    if not want:
+        return out
+    last = max(want)
+    n = 0
+    for chunk in iter_text_chunks(src):
+        for line in chunk.split("\n"):
+            n += 1
+            if n in want:
+                out[n] = line.rstrip("\r")
+            if n >= last:
+                return out
+        n -= 1  # the chunk ended with '\n': the empty tail is not a line
+    return out

@@ -1,0 +1,256 @@
+"""Physical lines -> records.
+
+A record is what one logging call (or one interpreter print) wrote: usually one
+physical line, sometimes a block that must be read as one (a traceback with
+its chained exceptions and 3.11 caret lines, a ``Fatal Python error`` thread
+dump, a C++ ``terminate called ...`` block, an args dump wrapped by a terminal,
+a Python warning and its source line, SGLang's multi-line OOM/hint messages).
+
+Lines are cleaned for parsing (CR/LF, ANSI colour codes, tqdm ``\\r`` updates,
+a progress bar glued to the front of a log line) but the raw text is kept.
+Every physical line ends up in exactly one record.
+
+The folder is a small state machine fed line by line (``Folder.feed``); a gap
+in line numbers (a line taken by the vectorised fast path) closes any open
+block, since fast-path lines are always whole records of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sglog import grammar
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>]")
+
+
+@dataclass(slots=True)
+class Record:
+    line: int  # first physical line (1-based)
+    end_line: int
+    lines: list[str]  # cleaned text of each physical line
+    raw: list[str]  # raw text of each physical line (no line terminator)
+    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | blank | sglang
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def clean(raw: str) -> str:
+    """Text of a physical line as the parser sees it."""
+    t = raw[:-1] if raw.endswith("\r") else raw
+    if "\x1b" in t:
+        t = ANSI.sub("", t)
+    if "\r" in t:
+        parts = [p for p in t.split("\r") if p.strip()]
+        t = parts[-1] if parts else ""
+    if "\x00" in t:
+        t = t.replace("\x00", "")
+    m = _GLUED.search(t)
+    if m and m.start() > 0:
+        t = t[m.start():]
+    return t
+
+
+_GLUED = None  # set by _init()
+_START = None
+_SGL_PREFIX = None
+_CONT_SGLANG = re.compile(
+    r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
+)
+_TB_INNER = re.compile(
+    r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)"
+)
+_FATAL_INNER = re.compile(r"^(?:\s|Thread 0x|Current thread 0x|Extension modules:|Stack \(most recent call first\):|<no Python frame>)")
+_CPP_INNER = re.compile(r"^(?:\s|Exception raised from|frame #\d+:|what\(\):)")
+
+
+def _init():
+    global _GLUED, _START, _SGL_PREFIX
+    if _START is not None:
+        return
+    env = grammar.envelope_regex()
+    _SGL_PREFIX = re.compile(env)
+    # a tqdm bar followed directly by an SGLang prefix: keep the log line
+    _GLUED = re.compile(r"(?<=[\]|%])\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{3})?(?: [A-Z_]+\d+)*\] ")
+    heads = [
+        env.lstrip("^"),
+        grammar.terminal_pattern("UVICORN_LEVEL"),
+        grammar.terminal_pattern("NCCL_HEAD"),
+        grammar.terminal_pattern("TORCH_HEAD"),
+        grammar.terminal_pattern("GLOG_HEAD"),
+        grammar.terminal_pattern("GLOO_TEXT"),
+        grammar.terminal_pattern("VLLM_HEAD"),
+        grammar.terminal_pattern("PYWARN_HEAD"),
+        grammar.terminal_pattern("TB_FATAL"),
+        grammar.terminal_pattern("TB_CPP_TERMINATE"),
+        r"Traceback \(most recent call last\):",
+        r"--- Logging error ---",
+    ]
+    _START = re.compile("^(?:" + "|".join(f"(?:{h})" for h in heads) + ")")
+
+
+def is_start(text: str) -> bool:
+    _init()
+    return bool(_START.match(text))
+
+
+def _unbalanced(text: str) -> int:
+    """Open brackets left after ``text`` (ignoring quoted strings, roughly)."""
+    depth = 0
+    quote = ""
+    esc = False
+    for ch in text:
+        if quote:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    return depth
+
+
+@dataclass
+class Folder:
+    """Fold a stream of (line number, raw text) into records."""
+
+    out: list[Record] = field(default_factory=list)
+    _cur: Record | None = None
+    _blanks: list[tuple[int, str]] = field(default_factory=list)  # blank lines waiting (inside a block?)
+    _last: int = 0
+    _seen_exception: bool = False
+    _depth: int = 0
+
+    def __post_init__(self):
+        _init()
+
+    # -- public
+    def feed(self, lineno: int, raw: str) -> None:
+        if lineno != self._last + 1:
+            self._close()
+        self._last = lineno
+        text = clean(raw)
+        if not text.strip():
+            if self._cur is not None and self._cur.mode in ("traceback", "fatal", "cpp", "wrapped"):
+                self._blanks.append((lineno, raw))
+            else:
+                self._close()
+                self._blank(lineno, raw)
+            return
+        if self._cur is not None and self._continues(text):
+            self._take_blanks()
+            self._cur.lines.append(text)
+            self._cur.raw.append(raw)
+            self._cur.end_line = lineno
+            self._after_append(text)
+            return
+        self._close()
+        self._open(lineno, text, raw)
+
+    def flush(self) -> list[Record]:
+        self._close()
+        out, self.out = self.out, []
+        return out
+
+    def take(self) -> list[Record]:
+        """Records completed so far (an open block stays open)."""
+        out, self.out = self.out, []
+        return out
+
+    # -- internals
+    def _blank(self, lineno: int, raw: str) -> None:
+        if self.out and self.out[-1].mode == "blank" and self.out[-1].end_line == lineno - 1:
+            r = self.out[-1]
+            r.lines.append("")
+            r.raw.append(raw)
+            r.end_line = lineno
+        else:
+            self.out.append(Record(lineno, lineno, [""], [raw], "blank"))
+
+    def _take_blanks(self) -> None:
+        for ln, raw in self._blanks:
+            self._cur.lines.append("")
+            self._cur.raw.append(raw)
+            self._cur.end_line = ln
+        self._blanks.clear()
+
+    def _close(self) -> None:
+        if self._cur is not None:
+            self.out.append(self._cur)
+            self._cur = None
+        for ln, raw in self._blanks:
+            self._blank(ln, raw)
+        self._blanks.clear()
+
+    def _open(self, lineno: int, text: str, raw: str) -> None:
+        mode = "line"
+        self._seen_exception = False
+        if "Traceback (most recent call last):" in text or text.startswith("--- Logging error ---"):
+            mode = "traceback"
+        elif text.startswith("Fatal Python error:"):
+            mode = "fatal"
+        elif text.startswith("terminate called after throwing"):
+            mode = "cpp"
+        elif text[:1].isspace() and (text.lstrip().startswith("File \"") or text.startswith("    ")):
+            mode = "traceback"  # a block whose head was cut off (excerpt starts mid-traceback)
+        elif grammar.compiled("PYWARN_HEAD").match(text):
+            mode = "warning"
+        else:
+            m = _SGL_PREFIX.match(text)
+            msg = text[m.end():] if m else text
+            if msg.startswith("server_args=") and _unbalanced(msg) > 0:
+                mode = "wrapped"
+                self._depth = _unbalanced(msg)
+            elif m:
+                mode = "sglang"
+        self._cur = Record(lineno, lineno, [text], [raw], mode)
+
+    def _after_append(self, text: str) -> None:
+        cur = self._cur
+        if cur.mode == "wrapped":
+            self._depth += _unbalanced(text)
+        elif cur.mode == "traceback" and not text[:1].isspace():
+            self._seen_exception = grammar.compiled("TB_EXCEPTION").match(text) is not None or self._seen_exception
+
+    def _continues(self, text: str) -> bool:
+        mode = self._cur.mode
+        if mode == "wrapped":
+            return self._depth > 0 and not is_start(text)
+        if mode == "traceback":
+            if _TB_INNER.match(text):
+                return True
+            if is_start(text):
+                return False
+            if self._seen_exception:
+                # after the exception line: only hint blocks and indented text
+                return bool(_CONT_SGLANG.match(text))
+            # the exception line itself (`RuntimeError: ...`) or its message's first line
+            return True
+        if mode == "fatal":
+            return bool(_FATAL_INNER.match(text)) and not is_start(text)
+        if mode == "cpp":
+            return bool(_CPP_INNER.match(text)) and not is_start(text)
+        if mode == "warning":
+            return text[:1].isspace()
+        if mode == "sglang":
+            return bool(_CONT_SGLANG.match(text)) and not is_start(text) and not text.lstrip().startswith("File \"")
+        if mode == "line":
+            return bool(_CONT_SGLANG.match(text)) and not text[:1].isspace() and not is_start(text)
+        return False
+
+
+def fold(lines: list[tuple[int, str]]) -> list[Record]:
+    """Fold (line number, raw text) pairs into records (convenience for tests)."""
+    f = Folder()
+    for n, raw in lines:
+        f.feed(n, raw)
+    return f.flush()
