@@ -1,2 +1,82 @@
-def main():
-    pass
+"""The ``sglog`` command line: thin commands that call the stages and map errors to exit codes.
+
+Each command lives in sglog/commands/<name>.py and registers itself on ``app``;
+heavy modules (polars, lark, altair) are imported inside the commands, so
+``sglog --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from sglog.errors import ExitCode, SglogError
+
+app = typer.Typer(
+    name="sglog",
+    help="Log forensics and post-mortems for SGLang inference servers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # never print tracebacks with locals (logs may hold prompts or keys)
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+
+@app.callback()
+def _root() -> None:
+    """Log forensics and post-mortems for SGLang inference servers."""
+
+
+# command modules register themselves on `app` (import order = help order)
+from sglog.commands import diagnose as _diagnose  # noqa: E402,F401
+from sglog.commands import diff as _diff  # noqa: E402,F401
+from sglog.commands import report as _report  # noqa: E402,F401
+from sglog.commands import repro as _repro  # noqa: E402,F401
+from sglog.commands import events as _events  # noqa: E402,F401
+from sglog.commands import runs as _runs  # noqa: E402,F401
+from sglog.commands import rules as _rules  # noqa: E402,F401
+
+
+def error_line(message: str) -> None:
+    sys.stderr.write(f"sglog: error: {message}\n")
+
+
+def main() -> None:
+    """Entry point: run the app; user errors are one line, bugs a distinct exit code."""
+    try:
+        app(standalone_mode=False)
+    except SglogError as e:
+        error_line(str(e))
+        sys.exit(int(e.exit_code))
+    except (typer.Exit, SystemExit) as e:
+        code = getattr(e, "exit_code", None)
+        if code is None:
+            code = e.code if isinstance(e, SystemExit) else 0
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Abort:
+        error_line("aborted")
+        sys.exit(int(ExitCode.INPUT))
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and real bugs
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            error_line(e.format_message().splitlines()[0] if e.format_message() else "usage error")
+            sys.exit(int(ExitCode.INPUT))
+        if isinstance(e, click.exceptions.ClickException):
+            error_line(e.format_message())
+            sys.exit(int(ExitCode.INPUT))
+        if os.environ.get("SGLOG_DEBUG"):
+            raise
+        error_line(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (set SGLOG_DEBUG=1 for details)")
+        sys.exit(int(ExitCode.INTERNAL))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,3 @@
+from sglog.cli import main
+
+main()

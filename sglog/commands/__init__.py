@@ -1,0 +1,1 @@
+"""One module per CLI command; each registers itself on ``sglog.cli.app``."""

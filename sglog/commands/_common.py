@@ -1,0 +1,66 @@
+"""Helpers shared by the commands: output writing, format choices, stderr console."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+    csv = "csv"
+    parquet = "parquet"
+    json = "json"
+
+
+class ReportFormat(str, Enum):
+    rich = "rich"
+    json = "json"
+    markdown = "markdown"
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=False)
+
+
+def write_text(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        if text and not text.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+
+
+def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
+    """Write a polars frame as csv / parquet / jsonl to a file or stdout."""
+    import io
+
+    from sglog.errors import UsageError
+
+    if fmt == TableFormat.parquet:
+        if out is None:
+            raise UsageError("--format parquet needs -o FILE")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(out)
+        return
+    buf = io.StringIO()
+    if fmt == TableFormat.csv:
+        flat = frame.select([c for c in frame.columns if frame.schema[c].is_primitive() or str(frame.schema[c]).startswith(("Datetime", "String", "Boolean"))])
+        flat.write_csv(buf)
+    else:
+        frame.write_ndjson(buf)
+    write_text(buf.getvalue(), out)

@@ -1,0 +1,3 @@
+"""`sglog diagnose` (to be written)."""
+
+from sglog.cli import app  # noqa: F401

@@ -1,0 +1,61 @@
+"""``sglog events``: every event of the logs as typed data (table, jsonl, csv, parquet) or coverage stats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+from sglog.commands._common import TableFormat, stdout_console, write_frame, write_text
+
+
+@app.command()
+def events(
+    logs: Annotated[list[str], typer.Argument(help="Log files (.log, .gz, .zst) or - for stdin.")],
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only events of this kind (repeatable).")] = None,
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    stats: Annotated[bool, typer.Option("--stats", help="Per-file line accounting and coverage instead of events.")] = False,
+) -> None:
+    """Read logs into typed events."""
+    import json
+
+    from sglog.parse import parse_file
+
+    parsed = [parse_file(p, keep_text=not stats) for p in logs]
+    if stats:
+        doc = {"files": [p.stats() for p in parsed]}
+        if fmt in (TableFormat.json, TableFormat.jsonl):
+            write_text(json.dumps(doc, indent=2), output)
+            return
+        from sglog.render.tables import stats_table
+
+        stdout_console().print(stats_table(doc))
+        return
+    wanted = set(kind or [])
+    rows = []
+    for p in parsed:
+        for d in p.iter_dicts():
+            if not wanted or d["kind"] in wanted:
+                rows.append(d)
+    if fmt == TableFormat.jsonl or fmt == TableFormat.json:
+        text = "".join(json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in rows)
+        write_text(text, output)
+        return
+    if fmt == TableFormat.table:
+        from sglog.render.tables import events_table
+
+        stdout_console().print(events_table(rows))
+        return
+    import polars as pl
+
+    frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items() if k != "rank"} | {"rank": _rank_label(r.get("rank"))} for r in rows], infer_schema_length=None)
+    write_frame(frame, fmt, output)
+
+
+def _rank_label(rank) -> str | None:
+    if not rank:
+        return None
+    return " ".join(f"{k.upper()}{v}" for k, v in rank.items())

@@ -1,0 +1,3 @@
+"""`sglog report` (to be written)."""
+
+from sglog.cli import app  # noqa: F401

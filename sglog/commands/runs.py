@@ -1,0 +1,64 @@
+"""``sglog runs`` and ``sglog timeline``: one row per server launch; serving windows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+from sglog.commands._common import TableFormat, stdout_console, write_frame, write_text
+
+
+@app.command()
+def runs(
+    logs: Annotated[list[str], typer.Argument(help="Log files; files of one launch (one per node) merge into one run.")],
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table or json.")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output")] = None,
+) -> None:
+    """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
+    import json
+
+    from sglog.runs import load_runs
+
+    found = load_runs(logs)
+    if fmt in (TableFormat.json, TableFormat.jsonl):
+        doc = {"schema_version": 1, "runs": [r.summary() | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
+        write_text(json.dumps(doc, indent=2, default=str), output)
+        return
+    from sglog.render.tables import runs_table
+
+    stdout_console().print(runs_table([r.summary() for r in found]))
+
+
+@app.command()
+def timeline(
+    logs: Annotated[list[str], typer.Argument(help="Log files.")],
+    run: Annotated[Optional[int], typer.Option("--run", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
+    window: Annotated[str, typer.Option("--window", "-w", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table, csv, parquet or jsonl.")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output")] = None,
+) -> None:
+    """Serving timeline in windows: decode throughput p10/p50/p90, running/queue, token usage, CUDA-graph share, retractions."""
+    import polars as pl
+
+    from sglog import timeline as tl
+    from sglog.errors import UsageError
+    from sglog.runs import load_runs
+
+    if not window[:1].isdigit() or window[-1] not in "smhd":
+        raise UsageError(f"--window {window!r}: use a number and a unit, e.g. 10s, 1m")
+    found = load_runs(logs)
+    chosen = [r for r in found if run is None or r.index == run]
+    if run is not None and not chosen:
+        raise UsageError(f"--run {run}: the logs hold {len(found)} run(s)")
+    frames = [tl.windows(r, window).with_columns(pl.lit(r.index).alias("run")) for r in chosen]
+    frames = [f for f in frames if f.height]
+    frame = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    if fmt == TableFormat.table:
+        from sglog.render.tables import frame_table
+
+        stdout_console().print(frame_table(frame))
+        return
+    write_frame(frame, TableFormat.jsonl if fmt == TableFormat.json else fmt, output)

@@ -1,0 +1,1 @@
+"""Renderers: they return strings or rich renderables; only the CLI writes."""

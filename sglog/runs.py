@@ -1,0 +1,856 @@
+"""Events -> runs: one run per server launch, ranks (and node files) merged.
+
+A file can hold several launches (a crash and a restart), and one launch can
+span several files (one per node).  ``build_runs`` splits each parsed file at
+launch boundaries and merges runs of different files that are the same launch
+(same arguments apart from node identity, overlapping in time).
+
+Each run knows its arguments (and which were explicit or auto-chosen), model,
+version as far as the format tells, parallelism, speculative settings, startup
+phases per rank, memory budget, how it ended, and its batch/access frames.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from sglog import args as sargs
+from sglog.events import Event, Rank
+from sglog.parse import ParsedLog, parse_file
+
+# ------------------------------------------------------------------ results
+
+
+@dataclass
+class RankPhase:
+    start: datetime | None
+    end: datetime | None
+
+    @property
+    def duration(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass
+class Phase:
+    """One startup phase across ranks.  ``duration`` is the slowest rank's (the servers wait for it)."""
+
+    name: str
+    per_rank: dict[str, RankPhase] = field(default_factory=dict)
+    elapsed_logged: dict[str, float] = field(default_factory=dict)  # `elapsed=` printed by SGLang, per rank
+
+    @property
+    def start(self) -> datetime | None:
+        xs = [p.start for p in self.per_rank.values() if p.start]
+        return min(xs) if xs else None
+
+    @property
+    def end(self) -> datetime | None:
+        xs = [p.end for p in self.per_rank.values() if p.end]
+        return max(xs) if xs else None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.per_rank) and all(p.end is not None for p in self.per_rank.values())
+
+    def _durations(self) -> dict[str, float]:
+        out = {}
+        for r, p in self.per_rank.items():
+            d = p.duration
+            if self.elapsed_logged.get(r) is not None and (d is None or d < self.elapsed_logged[r]):
+                d = self.elapsed_logged[r]  # second-resolution timestamps under-count short phases
+            if d is not None:
+                out[r] = d
+        return out
+
+    @property
+    def duration(self) -> float | None:
+        d = self._durations()
+        return max(d.values()) if d else None
+
+    @property
+    def slowest_rank(self) -> str | None:
+        d = self._durations()
+        return max(d, key=d.get) if d else None
+
+    @property
+    def skew(self) -> float | None:
+        """Spread of the ranks' durations (slowest - fastest), seconds."""
+        d = self._durations()
+        return (max(d.values()) - min(d.values())) if len(d) > 1 else (0.0 if d else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "duration_s": _r(self.duration),
+            "slowest_rank": self.slowest_rank,
+            "skew_s": _r(self.skew),
+            "complete": self.complete,
+            "ranks": {r: {"start": _iso(p.start), "end": _iso(p.end), "duration_s": _r(p.duration)} for r, p in sorted(self.per_rank.items(), key=lambda kv: _rank_key(kv[0]))},
+        }
+
+
+PHASES = (
+    "distributed_init",
+    "weight_load",
+    "kv_pool",
+    "cuda_graph_capture",
+    "draft_weight_load",
+    "draft_kv_pool",
+    "draft_cuda_graph_capture",
+)
+
+
+@dataclass
+class Startup:
+    launch: datetime | None
+    ready: datetime | None
+    phases: dict[str, Phase]
+
+    @property
+    def total_s(self) -> float | None:
+        if self.launch and self.ready:
+            return (self.ready - self.launch).total_seconds()
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launch": _iso(self.launch),
+            "ready": _iso(self.ready),
+            "total_s": _r(self.total_s),
+            "phases": [self.phases[p].to_dict() for p in PHASES if p in self.phases],
+        }
+
+
+@dataclass
+class MemoryBudget:
+    """Per-rank GPU memory budget (GB); the summary is the minimum across ranks for
+    free memory and the maximum for what was used.  ``None`` = not in the log."""
+
+    total_gb: float | None = None  # T: free memory when weights start loading (SGLang budgets against it)
+    target_weights_gb: float | None = None
+    avail_after_weights_gb: float | None = None
+    draft_weights_gb: float | None = None
+    kv_gb: float | None = None
+    kv_tokens: int | None = None
+    draft_kv_gb: float | None = None
+    draft_kv_tokens: int | None = None
+    cuda_graph_gb: float | None = None
+    draft_cuda_graph_gb: float | None = None
+    available_gpu_mem_gb: float | None = None  # F: free after everything (the tuning number)
+    mem_fraction_static: float | None = None
+    mem_fraction_static_origin: str | None = None  # explicit | auto | default
+    max_total_num_tokens: int | None = None
+    context_len: int | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    per_rank: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+    @property
+    def weight_share(self) -> float | None:
+        """(T - avail after weights) / T: share of the budget used before the KV pool is sized."""
+        if self.total_gb and self.avail_after_weights_gb is not None:
+            return (self.total_gb - self.avail_after_weights_gb) / self.total_gb
+        return None
+
+    @property
+    def bytes_per_kv_token(self) -> float | None:
+        if self.kv_gb and self.kv_tokens:
+            return self.kv_gb * 2**30 / self.kv_tokens
+        return None
+
+    @property
+    def static_pool_gb(self) -> float | None:
+        if self.total_gb and self.mem_fraction_static is not None:
+            return self.total_gb * self.mem_fraction_static
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = [
+            "total_gb",
+            "target_weights_gb",
+            "avail_after_weights_gb",
+            "draft_weights_gb",
+            "kv_gb",
+            "kv_tokens",
+            "draft_kv_gb",
+            "draft_kv_tokens",
+            "cuda_graph_gb",
+            "draft_cuda_graph_gb",
+            "available_gpu_mem_gb",
+            "mem_fraction_static",
+            "mem_fraction_static_origin",
+            "max_total_num_tokens",
+            "context_len",
+            "max_running_requests",
+            "chunked_prefill_size",
+        ]
+        out = {k: _r(getattr(self, k), 4) for k in keys}
+        out["weight_share"] = _r(self.weight_share, 4)
+        out["bytes_per_kv_token"] = _r(self.bytes_per_kv_token, 1)
+        out["static_pool_gb"] = _r(self.static_pool_gb, 4)
+        out["per_rank"] = {r: {k: _r(v, 4) for k, v in d.items()} for r, d in sorted(self.per_rank.items(), key=lambda kv: _rank_key(kv[0]))}
+        return out
+
+
+@dataclass
+class Ending:
+    status: str  # serving | ready | crashed | stopped | incomplete
+    phase: str | None  # the phase the log ends in / the run crashed in
+    root_cause: Event | None = None
+    last_ts: datetime | None = None
+
+    def describe(self) -> str:
+        if self.status == "crashed":
+            rc = self.root_cause
+            what = f"{rc.get('exc_type') or rc.kind}: {(rc.get('exc_message') or '').splitlines()[0][:120] if rc.get('exc_message') else ''}".rstrip(": ") if rc else "unknown cause"
+            return f"crashed during {self.phase or 'startup'} ({what})"
+        if self.status == "serving":
+            return "ready and serving"
+        if self.status == "ready":
+            return "ready"
+        if self.status == "stopped":
+            return "stopped (shutdown)"
+        return f"log ends during {self.phase or 'launch'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        rc = self.root_cause
+        return {
+            "status": self.status,
+            "phase": self.phase,
+            "description": self.describe(),
+            "root_cause": None
+            if rc is None
+            else {"kind": rc.kind, "file": rc.file, "line": rc.line, "exc_type": rc.get("exc_type"), "exc_message": rc.get("exc_message")},
+            "last_ts": _iso(self.last_ts),
+        }
+
+
+@dataclass
+class Run:
+    """One server launch."""
+
+    index: int
+    files: list[str]
+    line_ranges: dict[str, tuple[int, int]]
+    events: list[Event]
+    batches: pl.DataFrame
+    access: pl.DataFrame
+    args: dict[str, Any] = field(default_factory=dict)
+    arg_origins: dict[str, str] = field(default_factory=dict)
+    launch_command: str | None = None
+    version: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    startup: Startup | None = None
+    memory: MemoryBudget = field(default_factory=MemoryBudget)
+    ending: Ending | None = None
+    index_in_file: int = 1
+
+    # -- identity / descriptions
+    @property
+    def name(self) -> str:
+        base = self.files[0].rsplit("/", 1)[-1]
+        more = f"+{len(self.files) - 1}" if len(self.files) > 1 else ""
+        return f"{base}{more}#{self.index_in_file}"
+
+    @property
+    def model(self) -> str | None:
+        m = self.args.get("model_path")
+        if m:
+            return str(m)
+        for e in self.events:
+            if e.kind == "weight_load_end" and e.get("type"):
+                return str(e.get("type"))
+        return None
+
+    @property
+    def model_class(self) -> str | None:
+        for e in self.events:
+            if e.kind == "weight_load_end" and e.get("type"):
+                return str(e.get("type"))
+        return None
+
+    @property
+    def parallelism(self) -> dict[str, int]:
+        out = {}
+        for axis, key in (("tp", "tp_size"), ("dp", "dp_size"), ("pp", "pp_size"), ("ep", "ep_size"), ("nnodes", "nnodes")):
+            v = self.args.get(key)
+            if isinstance(v, int):
+                out[axis] = v
+        if "tp" not in out:
+            tps = {Rank.parse(r).tp for r in self.ranks if Rank.parse(r) and Rank.parse(r).tp is not None}
+            if tps:
+                out["tp"] = max(tps) + 1
+        return out
+
+    @property
+    def spec(self) -> dict[str, Any] | None:
+        algo = self.args.get("speculative_algorithm")
+        if not algo:
+            if self.batches.height and "accept_len" in self.batches.columns and self.batches.get_column("accept_len").drop_nulls().len():
+                return {"algorithm": "unknown (accept len in decode lines)"}
+            return None
+        return {
+            "algorithm": algo,
+            "draft_model_path": self.args.get("speculative_draft_model_path"),
+            "num_steps": self.args.get("speculative_num_steps"),
+            "eagle_topk": self.args.get("speculative_eagle_topk"),
+            "num_draft_tokens": self.args.get("speculative_num_draft_tokens"),
+        }
+
+    def origin(self, field: str) -> str | None:
+        return self.arg_origins.get(field)
+
+    def events_of(self, *kinds: str) -> list[Event]:
+        ks = set(kinds)
+        return [e for e in self.events if e.kind in ks]
+
+    def first(self, kind: str) -> Event | None:
+        for e in self.events:
+            if e.kind == kind:
+                return e
+        return None
+
+    @property
+    def decode(self) -> pl.DataFrame:
+        if self.batches.height == 0:
+            return self.batches
+        return self.batches.filter(pl.col("kind") == "decode_batch")
+
+    @property
+    def prefill(self) -> pl.DataFrame:
+        if self.batches.height == 0:
+            return self.batches
+        return self.batches.filter(pl.col("kind") == "prefill_batch")
+
+    def summary(self) -> dict[str, Any]:
+        from sglog import timeline
+
+        steady = timeline.decode_stats(self)
+        return {
+            "run": self.index,
+            "name": self.name,
+            "files": self.files,
+            "lines": {f: list(r) for f, r in self.line_ranges.items()},
+            "version": self.version,
+            "model": self.model,
+            "model_class": self.model_class,
+            "parallelism": self.parallelism,
+            "ranks": self.ranks,
+            "spec": self.spec,
+            "ending": self.ending.to_dict() if self.ending else None,
+            "startup_s": _r(self.startup.total_s) if self.startup else None,
+            "decode_tok_s_median": _r(steady.get("p50")),
+            "args_explicit": {k: _jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
+            "args_auto": {k: _jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
+        }
+
+
+def _jsonable(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat(sep=" ") if ts else None
+
+
+def _r(x, nd: int = 2):
+    if isinstance(x, float):
+        return round(x, nd)
+    return x
+
+
+def _rank_key(label: str):
+    r = Rank.parse(label)
+    if r is None:
+        return (99, label)
+    return tuple(-1 if getattr(r, a) is None else getattr(r, a) for a in ("dp", "pp", "tp", "ep"))
+
+
+# ------------------------------------------------------------------ splitting
+
+_STARTUP_KINDS = {"weight_load_begin", "init_dist_begin", "server_args"}
+_CRASH_KINDS = {"sigquit", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "scheduler_dead"}
+
+
+def _split_points(log: ParsedLog) -> list[int]:
+    """First line of each run in one file."""
+    starts = [1]
+    seen_args = False
+    seen_startup = False
+    ended = False  # ready or crashed
+    pending_command: int | None = None
+    ranks_loaded: set[str] = set()
+    for e in log.events:
+        k = e.kind
+        if k in ("comment", "blank"):
+            continue
+        if k == "launch_command":
+            if seen_args or seen_startup:
+                pending_command = e.line
+            elif pending_command is None:
+                pending_command = e.line
+            continue
+        new = False
+        if k == "server_args":
+            if seen_args or seen_startup:
+                new = True
+        elif k in ("init_dist_begin", "weight_load_begin") and ended:
+            label = e.rank.label if e.rank else ""
+            if k == "init_dist_begin" or label in ranks_loaded:
+                new = True
+        if new:
+            starts.append(pending_command if pending_command and pending_command > starts[-1] else e.line)
+            seen_args = seen_startup = ended = False
+            ranks_loaded = set()
+        pending_command = None if k != "launch_command" else pending_command
+        if k == "server_args":
+            seen_args = True
+        if k in _STARTUP_KINDS:
+            seen_startup = True
+        if k == "weight_load_begin":
+            ranks_loaded.add(e.rank.label if e.rank else "")
+        if k in ("server_ready", "sigquit", "scheduler_dead") or (k in _CRASH_KINDS and seen_startup):
+            ended = True
+    return sorted(set(starts))
+
+
+def _slice_frame(frame: pl.DataFrame, lo: int, hi: int, file: str) -> pl.DataFrame:
+    if frame.height == 0:
+        return frame
+    return frame.filter((pl.col("line") >= lo) & (pl.col("line") <= hi)).with_columns(pl.lit(file).alias("file"))
+
+
+@dataclass
+class _Piece:
+    file: str
+    lo: int
+    hi: int
+    events: list[Event]
+    batches: pl.DataFrame
+    access: pl.DataFrame
+    index_in_file: int
+
+
+def _pieces(log: ParsedLog) -> list[_Piece]:
+    starts = _split_points(log)
+    bounds = list(zip(starts, [s - 1 for s in starts[1:]] + [max(log.lines, 1)]))
+    out = []
+    for i, (lo, hi) in enumerate(bounds, 1):
+        evs = [e for e in log.events if lo <= e.line <= hi]
+        out.append(_Piece(log.path, lo, hi, evs, _slice_frame(log.batches, lo, hi, log.path), _slice_frame(log.access, lo, hi, log.path), i))
+    return out
+
+
+# ------------------------------------------------------------------ building
+
+
+def _node_free(args: dict[str, Any]) -> dict[str, Any]:
+    drop = {"node_rank", "host", "dist_init_addr", "port", "base_gpu_id", "random_seed", "nccl_port", "log_requests_target"}
+    return {k: v for k, v in args.items() if k not in drop}
+
+
+def _time_span(p: _Piece) -> tuple[datetime | None, datetime | None]:
+    ts = [e.ts for e in p.events if e.ts is not None and e.ts_has_date]
+    if p.batches.height and "ts" in p.batches.columns:
+        b = p.batches.get_column("ts").drop_nulls()
+        if b.len():
+            ts += [b.min(), b.max()]
+    return (min(ts), max(ts)) if ts else (None, None)
+
+
+def _args_of(events: list[Event]) -> dict[str, Any]:
+    for e in events:
+        if e.kind == "server_args":
+            return dict(e.get("args") or {})
+    return {}
+
+
+def build_runs(logs: list[ParsedLog]) -> list[Run]:
+    pieces: list[_Piece] = []
+    for log in logs:
+        pieces.extend(_pieces(log))
+    # merge pieces from different files that are the same launch
+    groups: list[list[_Piece]] = []
+    for p in pieces:
+        pa = _node_free(_args_of(p.events))
+        placed = False
+        if pa:
+            ps, pe = _time_span(p)
+            for g in groups:
+                if any(q.file == p.file for q in g):
+                    continue
+                ga = _node_free(_args_of(g[0].events))
+                if ga != pa:
+                    continue
+                gs, ge = _time_span(g[0])
+                if ps and gs and (ps <= ge + timedelta(minutes=5)) and (gs <= pe + timedelta(minutes=5)):
+                    g.append(p)
+                    placed = True
+                    break
+        if not placed:
+            groups.append([p])
+    runs = [_make_run(i, g) for i, g in enumerate(groups, 1)]
+    return runs
+
+
+def _make_run(index: int, group: list[_Piece]) -> Run:
+    events: list[Event] = []
+    for p in group:
+        events.extend(p.events)
+    if len(group) > 1:
+        events.sort(key=lambda e: (e.ts or datetime.min, e.file, e.line))
+    frames_b = [p.batches for p in group if p.batches.height]
+    frames_a = [p.access for p in group if p.access.height]
+    batches = pl.concat(frames_b, how="diagonal_relaxed") if frames_b else pl.DataFrame()
+    access = pl.concat(frames_a, how="diagonal_relaxed") if frames_a else pl.DataFrame()
+    _roll_dateless(events, batches)
+    if batches.height and "ts" in batches.columns:
+        batches = _roll_frame(batches)
+    if len(group) > 1 and batches.height and "ts" in batches.columns:
+        batches = batches.sort("ts", nulls_last=True)
+    args = _args_of(events)
+    command = next((e.get("command") for e in events if e.kind == "launch_command"), None)
+    run = Run(
+        index=index,
+        files=list(dict.fromkeys(p.file for p in group)),
+        line_ranges={p.file: (p.lo, p.hi) for p in group},
+        events=events,
+        batches=batches,
+        access=access,
+        args=args,
+        arg_origins=sargs.origins(args, command) if args else {},
+        launch_command=command,
+        index_in_file=group[0].index_in_file,
+    )
+    run.ranks = _ranks(run)
+    run.version = guess_version(run)
+    run.startup = _startup(run)
+    run.memory = _memory(run)
+    run.ending = _ending(run)
+    return run
+
+
+def _ranks(run: Run) -> list[str]:
+    labels = {e.rank.label for e in run.events if e.rank}
+    if run.batches.height and "rank" in run.batches.columns:
+        labels |= {r for r in run.batches.get_column("rank").unique().to_list() if r}
+    return sorted(labels, key=_rank_key)
+
+
+def _roll_dateless(events: list[Event], batches: pl.DataFrame) -> None:
+    """Date-less timestamps (<=0.3.3): add a day each time the clock goes backwards by > 1 h."""
+    day = 0
+    prev = None
+    for e in events:
+        if e.ts is None or e.ts_has_date:
+            continue
+        t = e.ts + timedelta(days=day)
+        if prev is not None and t < prev - timedelta(hours=1):
+            day += 1
+            t = e.ts + timedelta(days=day)
+        e.ts = t
+        prev = t
+
+
+def _roll_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    if "ts_has_date" not in frame.columns or frame.get_column("ts_has_date").all():
+        return frame
+    frame = frame.sort("line") if frame.get_column("file").n_unique() <= 1 else frame
+    back = (pl.col("ts").diff() < pl.duration(hours=-1)).fill_null(False).cast(pl.Int64).cum_sum()
+    return frame.with_columns(
+        pl.when(pl.col("ts_has_date")).then(pl.col("ts")).otherwise(pl.col("ts") + pl.duration(days=1) * back).alias("ts")
+    )
+
+
+# ------------------------------------------------------------------ version
+
+
+def guess_version(run: Run) -> str | None:
+    """The SGLang version (or range) as far as the log's formats tell."""
+    for e in run.events:
+        if e.kind == "pip_package" and e.get("package") == "sglang":
+            return str(e.get("version"))
+    lo, hi = (0, 2, 15), (9, 9, 99)
+    texts = [e.text for e in run.events[:400]]
+
+    def at_least(v):
+        nonlocal lo
+        lo = max(lo, v)
+
+    def at_most(v):
+        nonlocal hi
+        hi = min(hi, v)
+
+    for e in run.events:
+        k = e.kind
+        if k == "server_args":
+            if e.get("style") == "dict":
+                at_least((0, 5, 19))
+            else:
+                at_most((0, 5, 18))
+        elif k == "weight_load_end":
+            if "elapsed" in e.fields and "dtype" in e.fields:
+                at_least((0, 5, 9)), at_most((0, 5, 9))
+            elif "elapsed" in e.fields:
+                at_least((0, 5, 10))
+            elif "mem_usage" in e.fields:
+                at_least((0, 4, 3)), at_most((0, 5, 8))
+            else:
+                at_most((0, 4, 2))
+        elif k == "init_dist_end":
+            if "elapsed" in e.fields:
+                at_least((0, 5, 9))
+            elif e.text and "Init parallel" in e.text:
+                at_least((0, 5, 21))
+            else:
+                at_least((0, 4, 3)), at_most((0, 5, 8))
+        elif k == "init_dist_begin" and "Init nccl" in e.text:
+            at_most((0, 3, 3))
+        elif k == "cuda_graph_capture_end":
+            if "Time elapsed" in e.text:
+                at_most((0, 5, 13))
+            elif "elapsed=" in e.text:
+                at_least((0, 5, 14))
+        if e.ts is not None and not e.ts_has_date and e.rank is not None:
+            at_most((0, 3, 3))
+    if run.batches.height:
+        first = run.batches.head(1)
+        if "accept_rate" in run.batches.columns and run.batches.get_column("accept_rate").drop_nulls().len():
+            at_least((0, 5, 3))
+        if "pending_token" in run.batches.columns and run.batches.get_column("pending_token").drop_nulls().len():
+            at_least((0, 5, 11))
+        if "cache_hit_rate" in run.batches.columns and run.batches.get_column("cache_hit_rate").drop_nulls().len():
+            at_most((0, 4, 2))
+        del first
+    del texts
+    if lo == (0, 2, 15) and hi == (9, 9, 99):
+        return None
+    fmt = lambda v: ".".join(map(str, v))  # noqa: E731
+    if lo == hi:
+        return fmt(lo)
+    if hi == (9, 9, 99):
+        return f">={fmt(lo)}"
+    if lo == (0, 2, 15):
+        return f"<={fmt(hi)}"
+    if lo > hi:
+        return "mixed"
+    return f"{fmt(lo)}-{fmt(hi)}"
+
+
+# ------------------------------------------------------------------ startup
+
+
+def _startup(run: Run) -> Startup:
+    phases: dict[str, Phase] = {name: Phase(name) for name in PHASES}
+    loads: dict[str, int] = {}
+    pools: dict[str, int] = {}
+    for e in run.events:
+        r = e.rank.label if e.rank else "-"
+        k = e.kind
+        if k == "init_dist_begin":
+            phases["distributed_init"].per_rank.setdefault(r, RankPhase(e.ts, None))
+        elif k == "init_dist_end":
+            rp = phases["distributed_init"].per_rank.setdefault(r, RankPhase(None, None))
+            rp.end = e.ts
+            if e.get("elapsed") is not None:
+                phases["distributed_init"].elapsed_logged[r] = e.get("elapsed")
+        elif k == "weight_load_begin":
+            n = loads.get(r, 0)
+            name = "weight_load" if n == 0 else "draft_weight_load"
+            phases[name].per_rank[r] = RankPhase(e.ts, None)
+            loads[r] = n + 1
+        elif k == "weight_load_end":
+            name = "weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"
+            if _is_draft_class(e.get("type")):
+                name = "draft_weight_load"
+            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
+            rp.end = e.ts
+            if e.get("elapsed") is not None:
+                phases[name].elapsed_logged[r] = e.get("elapsed")
+            kv = "kv_pool" if name == "weight_load" else "draft_kv_pool"
+            phases[kv].per_rank.setdefault(r, RankPhase(e.ts, None))
+        elif k == "memory_pool_end":
+            pools[r] = pools.get(r, 0) + 1
+            name = "draft_kv_pool" if r in phases["draft_weight_load"].per_rank else "kv_pool"
+            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
+            rp.end = e.ts
+        elif k == "cuda_graph_capture_begin":
+            name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
+            rp = phases[name].per_rank.get(r)
+            if rp is None:
+                phases[name].per_rank[r] = RankPhase(e.ts, None)
+            else:
+                rp.end = None  # a further capture stage (verify, extend, prefill) of the same phase
+        elif k == "cuda_graph_capture_end":
+            name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
+            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
+            rp.end = e.ts
+    phases = {k: v for k, v in phases.items() if v.per_rank}
+    launch = next((e.ts for e in run.events if e.ts is not None), None)
+    ready = next((e.ts for e in run.events if e.kind == "server_ready"), None)
+    return Startup(launch=launch, ready=ready, phases=phases)
+
+
+def _is_draft_class(name: Any) -> bool:
+    s = str(name or "")
+    return any(x in s for x in ("Eagle", "EAGLE", "NextN", "MTP", "Draft", "DFlash", "DFLASH"))
+
+
+# ------------------------------------------------------------------ memory
+
+
+def _memory(run: Run) -> MemoryBudget:
+    per: dict[str, dict[str, float | None]] = {}
+    loads: dict[str, int] = {}
+    for e in run.events:
+        r = e.rank.label if e.rank else "-"
+        d = per.setdefault(r, {})
+        k = e.kind
+        if k == "weight_load_begin":
+            n = loads.get(r, 0)
+            loads[r] = n + 1
+            if n == 0:
+                d.setdefault("total_gb", e.get("avail_mem"))
+        elif k == "weight_load_end":
+            draft = loads.get(r, 1) > 1 or _is_draft_class(e.get("type"))
+            if draft:
+                d.setdefault("draft_weights_gb", e.get("mem_usage"))
+            else:
+                d.setdefault("target_weights_gb", e.get("mem_usage"))
+                d.setdefault("avail_after_weights_gb", e.get("avail_mem"))
+        elif k == "kv_cache_allocated":
+            size = e.get("kv_size")
+            if size is None and e.get("k_size") is not None:
+                size = (e.get("k_size") or 0) + (e.get("v_size") or 0)
+            draft = loads.get(r, 1) > 1
+            key, tkey = ("draft_kv_gb", "draft_kv_tokens") if draft else ("kv_gb", "kv_tokens")
+            if size is not None:
+                d[key] = (d.get(key) or 0) + size
+            if e.get("tokens") is not None and d.get(tkey) is None:
+                d[tkey] = e.get("tokens")
+        elif k == "cuda_graph_capture_end":
+            key = "draft_cuda_graph_gb" if e.get("role") == "draft" else "cuda_graph_gb"
+            if e.get("mem_usage") is not None:
+                d[key] = (d.get(key) or 0) + e.get("mem_usage")
+        elif k == "memory_summary":
+            for f in ("available_gpu_mem", "max_total_num_tokens", "context_len", "max_running_requests", "chunked_prefill_size"):
+                if e.get(f) is not None:
+                    d["available_gpu_mem_gb" if f == "available_gpu_mem" else f] = e.get(f)
+    per = {r: d for r, d in per.items() if d}
+    mb = MemoryBudget(per_rank=per)
+
+    def agg(key, fn):
+        vals = [d[key] for d in per.values() if d.get(key) is not None]
+        return fn(vals) if vals else None
+
+    for key in ("total_gb", "avail_after_weights_gb", "available_gpu_mem_gb", "kv_gb", "kv_tokens", "draft_kv_gb", "draft_kv_tokens", "max_total_num_tokens"):
+        setattr(mb, key, agg(key, min))
+    for key in ("target_weights_gb", "draft_weights_gb", "cuda_graph_gb", "draft_cuda_graph_gb"):
+        setattr(mb, key, agg(key, max))
+    for key in ("context_len", "max_running_requests", "chunked_prefill_size"):
+        setattr(mb, key, agg(key, max))
+    mfs = run.args.get("mem_fraction_static")
+    mb.mem_fraction_static = float(mfs) if isinstance(mfs, (int, float)) and not isinstance(mfs, bool) else None
+    mb.mem_fraction_static_origin = run.arg_origins.get("mem_fraction_static")
+    if mb.context_len is None and isinstance(run.args.get("context_length"), int):
+        mb.context_len = run.args.get("context_length")
+    if mb.max_running_requests is None and isinstance(run.args.get("max_running_requests"), int):
+        mb.max_running_requests = run.args.get("max_running_requests")
+    if mb.chunked_prefill_size is None and isinstance(run.args.get("chunked_prefill_size"), int):
+        mb.chunked_prefill_size = run.args.get("chunked_prefill_size")
+    return mb
+
+
+# ------------------------------------------------------------------ ending
+
+
+def root_cause(events: list[Event]) -> Event | None:
+    """The first real error of a crash (not the fan-out of sigquit / child-failed lines)."""
+    order = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception", "watchdog_timeout", "batch_oom")
+    errs = [e for e in events if e.kind in order]
+    # tracebacks of the logging module or of the launcher's wait loop are consequences
+    useful = [e for e in errs if not (e.kind == "traceback" and (e.get("component") == "logging" or e.get("exc_type") in ("EOFError", "KeyboardInterrupt", "BrokenPipeError")))]
+    errs = useful or errs
+    if not errs:
+        return None
+    return min(errs, key=lambda e: (e.ts or datetime.max, e.line) if len({x.file for x in errs}) > 1 else (datetime.min, e.line))
+
+
+def _ending(run: Run) -> Ending:
+    kinds = {e.kind for e in run.events}
+    last_ts = max((e.ts for e in run.events if e.ts), default=None)
+    if run.batches.height and "ts" in run.batches.columns:
+        bt = run.batches.get_column("ts").drop_nulls()
+        if bt.len():
+            last_ts = max(filter(None, [last_ts, bt.max()]))
+    phase = _current_phase(run)
+    crashed = bool(kinds & {"sigquit", "scheduler_dead", "fatal_error", "cpp_exception", "process_killed"}) or any(
+        e.kind in ("scheduler_exception", "oom") for e in run.events
+    )
+    ready = "server_ready" in kinds
+    if crashed:
+        rc = root_cause(run.events)
+        crash_phase = phase if not ready else "serving"
+        return Ending("crashed", crash_phase, rc, last_ts)
+    if "shutdown" in kinds:
+        return Ending("stopped", "serving" if ready else phase, None, last_ts)
+    if ready:
+        return Ending("serving" if run.decode.height or run.prefill.height else "ready", "serving", None, last_ts)
+    # no ready line: a log of serving lines only (an excerpt) is still serving
+    if run.batches.height and not run.startup.phases:
+        return Ending("serving", "serving", None, last_ts)
+    return Ending("incomplete", phase, None, last_ts)
+
+
+def _current_phase(run: Run) -> str | None:
+    """The last startup phase that began (and did not finish), or 'launch'."""
+    if run.startup is None or not run.startup.phases:
+        return "launch" if not any(e.kind == "server_ready" for e in run.events) else "serving"
+    last = None
+    for name in PHASES:
+        ph = run.startup.phases.get(name)
+        if ph is None:
+            continue
+        last = name
+        if not ph.complete:
+            return name
+    if last and not any(e.kind == "server_ready" for e in run.events):
+        nxt = {"weight_load": "kv_pool", "kv_pool": "cuda_graph_capture", "cuda_graph_capture": "warmup", "draft_weight_load": "draft_kv_pool", "draft_kv_pool": "draft_cuda_graph_capture", "draft_cuda_graph_capture": "warmup", "distributed_init": "weight_load"}
+        return nxt.get(last, last)
+    return "serving"
+
+
+# ------------------------------------------------------------------ API
+
+
+def load_runs(paths: list[str], **parse_kw) -> list[Run]:
+    """Parse files and build their runs (several files merge when they are one launch)."""
+    logs = [parse_file(p, **parse_kw) for p in paths]
+    return build_runs(logs)
+
+
+def select(runs: list[Run], spec: str | None) -> list[Run]:
+    if not spec:
+        return runs
+    n = int(spec)
+    return [r for r in runs if r.index == n]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None

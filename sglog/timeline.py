@@ -1,0 +1,147 @@
+"""Serving timelines (polars): the batch frame of a run, windows, steady state.
+
+Column names come from sglog/schema.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from sglog import schema
+
+WARMUP_MIN_ROWS = 10
+
+
+def steady_mask(decode: pl.DataFrame) -> pl.Series:
+    """True for decode rows in steady state: after warm-up, with requests running.
+
+    Warm-up ends at the first row from which the median of the next 10 rows
+    reaches 90% of the median of the run's second half.
+    """
+    n = decode.height
+    if n == 0 or "gen_throughput" not in decode.columns:
+        return pl.Series("steady", [], dtype=pl.Boolean)
+    tps = decode.get_column("gen_throughput").fill_null(0.0).to_list()
+    running = decode.get_column("running_req").fill_null(1).to_list() if "running_req" in decode.columns else [1] * n
+    half = [x for x, r in zip(tps[n // 2 :], running[n // 2 :]) if r > 0] or tps[n // 2 :]
+    ref = sorted(half)[len(half) // 2] if half else 0.0
+    start = 0
+    if n >= 2 * WARMUP_MIN_ROWS and ref > 0:
+        for i in range(0, n - WARMUP_MIN_ROWS):
+            window = sorted(tps[i : i + WARMUP_MIN_ROWS])
+            if window[len(window) // 2] >= 0.9 * ref:
+                start = i
+                break
+    return pl.Series("steady", [i >= start and running[i] > 0 for i in range(n)], dtype=pl.Boolean)
+
+
+def decode_frame(run) -> pl.DataFrame:
+    d = run.decode
+    if d.height == 0:
+        return d
+    d = d.sort("ts", nulls_last=True) if "ts" in d.columns and len(run.files) > 1 else d
+    return d.with_columns(steady_mask(d))
+
+
+def decode_stats(run) -> dict[str, Any]:
+    """Steady-state decode throughput distribution and friends."""
+    d = decode_frame(run)
+    if d.height == 0 or "gen_throughput" not in d.columns:
+        return {}
+    s = d.filter(pl.col("steady"))
+    if s.height == 0:
+        s = d
+    t = s.get_column("gen_throughput").drop_nulls()
+    out: dict[str, Any] = {
+        "n": t.len(),
+        "p10": t.quantile(0.10, "linear"),
+        "p50": t.median(),
+        "p90": t.quantile(0.90, "linear"),
+        "mean": t.mean(),
+        "warmup_rows": d.height - s.height,
+        "values": t.to_list(),
+    }
+    for col, name in (("running_req", "running"), ("queue_req", "queue"), ("token_usage", "token_usage"), ("accept_len", "accept_len"), ("accept_rate", "accept_rate")):
+        if col in s.columns and s.get_column(col).drop_nulls().len():
+            c = s.get_column(col).drop_nulls()
+            out[f"{name}_p50"] = c.median()
+            out[f"{name}_max"] = c.max()
+            out[f"{name}_p99"] = c.quantile(0.99, "higher")
+            out[f"{name}_mean"] = c.mean()
+    if "cuda_graph" in s.columns and s.get_column("cuda_graph").drop_nulls().len():
+        out["cuda_graph_share"] = s.get_column("cuda_graph").drop_nulls().cast(pl.Float64).mean()
+    return out
+
+
+def prefill_stats(run) -> dict[str, Any]:
+    p = run.prefill
+    if p.height == 0 or "input_throughput" not in p.columns:
+        return {}
+    t = p.get_column("input_throughput").drop_nulls().filter(pl.Series(p.get_column("input_throughput").drop_nulls() > 0))
+    if t.len() == 0:
+        return {"n": p.height}
+    return {"n": p.height, "p50": t.median(), "p90": t.quantile(0.9, "linear")}
+
+
+def _retraction_frame(run) -> pl.DataFrame:
+    rows = [{"ts": e.ts} for e in run.events if e.kind == "retraction" and e.ts is not None]
+    return pl.DataFrame(rows, schema={"ts": pl.Datetime("ms")})
+
+
+def windows(run, every: str = "10s") -> pl.DataFrame:
+    """Aggregate the batch frame into fixed windows (columns: schema.WINDOW_COLUMNS)."""
+    b = run.batches
+    if b.height == 0 or "ts" not in b.columns:
+        return pl.DataFrame(schema={c: pl.Float64 for c in schema.WINDOW_COLUMNS})
+    d = decode_frame(run)
+    steady = d.select("line", "file", "steady") if d.height and "file" in d.columns else None
+    b = b.filter(pl.col("ts").is_not_null()).sort("ts")
+    if steady is not None:
+        b = b.join(steady, on=["line", "file"], how="left")
+    else:
+        b = b.with_columns(pl.lit(None, dtype=pl.Boolean).alias("steady"))
+    for col, dtype in (("gen_throughput", pl.Float64), ("input_throughput", pl.Float64), ("running_req", pl.Int64), ("queue_req", pl.Int64), ("token_usage", pl.Float64), ("cuda_graph", pl.Boolean), ("accept_len", pl.Float64)):
+        if col not in b.columns:
+            b = b.with_columns(pl.lit(None, dtype=dtype).alias(col))
+    is_dec = pl.col("kind") == "decode_batch"
+    is_pre = pl.col("kind") == "prefill_batch"
+    agg = b.group_by_dynamic("ts", every=every, closed="left", label="left").agg(
+        is_dec.sum().alias("n_decode"),
+        is_pre.sum().alias("n_prefill"),
+        pl.col("gen_throughput").filter(is_dec).quantile(0.10, "linear").alias("decode_tps_p10"),
+        pl.col("gen_throughput").filter(is_dec).median().alias("decode_tps_p50"),
+        pl.col("gen_throughput").filter(is_dec).quantile(0.90, "linear").alias("decode_tps_p90"),
+        pl.col("input_throughput").filter(is_pre & (pl.col("input_throughput") > 0)).median().alias("prefill_tps_p50"),
+        pl.col("running_req").max().alias("running_max"),
+        pl.col("queue_req").max().alias("queue_max"),
+        pl.col("token_usage").mean().alias("token_usage_mean"),
+        pl.col("token_usage").max().alias("token_usage_max"),
+        pl.col("cuda_graph").filter(is_dec).cast(pl.Float64).mean().alias("cuda_graph_share"),
+        pl.col("accept_len").filter(is_dec).mean().alias("accept_len_mean"),
+        pl.col("steady").filter(is_dec).any().alias("steady"),
+    )
+    rt = _retraction_frame(run)
+    if rt.height:
+        rc = rt.sort("ts").group_by_dynamic("ts", every=every, closed="left", label="left").agg(pl.len().alias("retractions"))
+        agg = agg.join(rc, on="ts", how="left")
+    else:
+        agg = agg.with_columns(pl.lit(0, dtype=pl.UInt32).alias("retractions"))
+    secs = pl.duration(seconds=1)
+    width = pl.lit(pl.Series([every]).str.replace("s$", "").alias("w")) if False else None
+    del width, secs
+    seconds = _seconds(every)
+    agg = agg.with_columns(
+        pl.col("retractions").fill_null(0).cast(pl.Int64),
+        (pl.col("retractions").fill_null(0) * 60.0 / seconds).alias("retractions_per_min"),
+        pl.col("steady").fill_null(False),
+    ).rename({"ts": "window_start"})
+    return agg.select(list(schema.WINDOW_COLUMNS))
+
+
+def _seconds(every: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    num = "".join(ch for ch in every if ch.isdigit() or ch == ".")
+    unit = every[len(num):] or "s"
+    return float(num or 1) * units.get(unit, 1)
