@@ -41,6 +41,9 @@ from sglog.commands import runs as _runs  # noqa: E402,F401
 from sglog.commands import rules as _rules  # noqa: E402,F401
 
 
+_USAGE_ERRORS = {"UsageError", "BadParameter", "MissingParameter", "NoSuchOption", "BadOptionUsage", "BadArgumentUsage", "ClickException", "FileError", "TyperException", "NoArgsIsHelpError"}
+
+
 def error_line(message: str) -> None:
     sys.stderr.write(f"sglog: error: {message}\n")
 
@@ -63,14 +66,12 @@ def main() -> None:
     except KeyboardInterrupt:
         error_line("interrupted")
         sys.exit(130)
-    except Exception as e:  # click usage errors and real bugs
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
-            error_line(e.format_message().splitlines()[0] if e.format_message() else "usage error")
-            sys.exit(int(ExitCode.INPUT))
-        if isinstance(e, click.exceptions.ClickException):
-            error_line(e.format_message())
+    except Exception as e:  # usage errors (typer's click) and real bugs
+        if type(e).__name__ == "NoArgsIsHelpError":  # `sglog` alone: help was printed
+            sys.exit(0)
+        if hasattr(e, "format_message") and type(e).__name__ in _USAGE_ERRORS:
+            msg = e.format_message() or "usage error"
+            error_line(msg.strip().splitlines()[0])
             sys.exit(int(ExitCode.INPUT))
         if os.environ.get("SGLOG_DEBUG"):
             raise

@@ -807,6 +807,10 @@ def _ending(run: Run) -> Ending:
     if crashed:
         rc = root_cause(run.events)
         crash_phase = phase if not ready else "serving"
+        if not ready and rc is not None and rc.rank is not None and run.startup:
+            started = [n for n in PHASES if n in run.startup.phases and rc.rank.label in run.startup.phases[n].per_rank]
+            if started:
+                crash_phase = started[-1]
         return Ending("crashed", crash_phase, rc, last_ts)
     if "shutdown" in kinds:
         return Ending("stopped", "serving" if ready else phase, None, last_ts)

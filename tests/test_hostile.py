@@ -1,0 +1,263 @@
+"""Hostile and broken input: one-line errors, exit codes, never a traceback, never a lost line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+SGLOG = [sys.executable, "-m", "sglog"]
+
+DECODE = "[2026-02-23 10:16:52 TP0] Decode batch, #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0"
+READY = "[2026-02-23 10:15:29] The server is fired up and ready to roll!"
+TB = [
+    "[2026-02-23 10:15:13 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sglang/srt/managers/scheduler.py", line 3120, in run_scheduler_process',
+    "    scheduler = Scheduler(",
+    "                ^^^^^^^^^^",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+]
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+
+
+def run(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, NO_COLOR="1", COLUMNS="200")
+    e.update(env or {})
+    return subprocess.run(SGLOG + list(args), input=stdin, capture_output=True, env=e, timeout=120)
+
+
+def assert_clean_error(p: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    err = p.stderr.decode()
+    assert p.returncode == code, (p.returncode, err)
+    assert "Traceback" not in err and "Traceback" not in p.stdout.decode()
+    lines = [x for x in err.splitlines() if x.startswith("sglog: error:")]
+    assert len(lines) == 1, err
+    assert needle in lines[0], lines[0]
+
+
+def stats(path: str | Path) -> dict:
+    p = run("events", "--stats", "--format", "json", str(path))
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)["files"][0]
+
+
+# ------------------------------------------------------------ the bad-input matrix
+
+
+def test_missing_path():
+    assert_clean_error(run("events", "--stats", "/nonexistent/x.log"), 2, "no such file")
+    assert_clean_error(run("diagnose", "/nonexistent/x.log"), 2, "no such file")
+
+
+def test_directory(tmp_path):
+    assert_clean_error(run("diagnose", str(tmp_path)), 2, "is a directory")
+
+
+def test_binary_file(tmp_path):
+    p = tmp_path / "chart.png"
+    p.write_bytes(PNG)
+    assert_clean_error(run("diagnose", str(p)), 2, "binary")
+    assert_clean_error(run("events", str(p)), 2, "binary")
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    from sglog import inputs
+    from sglog.errors import InputError
+
+    p = tmp_path / "secret.log"
+    p.write_text(READY + "\n")
+    monkeypatch.setattr(inputs.os, "access", lambda *a, **k: False)
+    with pytest.raises(InputError, match="permission denied"):
+        inputs.open_source(str(p))
+
+
+def test_empty_and_blank_only(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    blank = tmp_path / "blank.log"
+    blank.write_text("\n\n   \n\t\n")
+    assert stats(empty)["lines"] == 0
+    s = stats(blank)
+    assert s["lines"] == 4 and s["blank"] == 4 and s["unparsed"] == 0
+    assert_clean_error(run("diagnose", str(empty)), 2, "empty")
+    assert_clean_error(run("diagnose", str(blank)), 2, "empty")
+
+
+def test_invalid_utf8_in_the_middle_of_a_line(tmp_path):
+    p = tmp_path / "bad.log"
+    p.write_bytes(READY.encode() + b"\n" + DECODE.encode()[:40] + b"\xff\xfe\xc3" + DECODE.encode()[40:] + b"\n")
+    s = stats(p)
+    assert s["lines"] == 2
+    out = run("events", "--format", "jsonl", str(p))
+    assert out.returncode == 0
+    texts = [json.loads(x)["text"] for x in out.stdout.decode().splitlines()]
+    assert "\ufffd" in texts[1]
+
+
+def test_fifty_megabyte_single_line(tmp_path):
+    p = tmp_path / "huge.log"
+    p.write_bytes(b"[2026-02-23 10:15:00] " + b"x" * (50 << 20) + b"\n" + READY.encode() + b"\n")
+    s = stats(p)
+    assert s["lines"] == 2 and s["unparsed"] == 1
+    assert s["kinds"].get("server_ready") == 1
+
+
+def test_crlf_line_ends(tmp_path):
+    lf = tmp_path / "lf.log"
+    crlf = tmp_path / "crlf.log"
+    body = [READY, DECODE, *TB, ""]
+    lf.write_text("\n".join(body) + "\n")
+    crlf.write_bytes(("\r\n".join(body) + "\r\n").encode())
+    a, b = stats(lf), stats(crlf)
+    assert a["kinds"] == b["kinds"] and a["unparsed"] == b["unparsed"] == 0
+
+
+def test_ansi_coloured_output(tmp_path):
+    p = tmp_path / "tty.log"
+    p.write_text(
+        '[2026-02-23 10:16:40] \x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - "\x1b[1mGET /health HTTP/1.1\x1b[0m" \x1b[32m200 OK\x1b[0m\n'
+        + "\x1b[33m" + DECODE + "\x1b[0m\n"
+    )
+    s = stats(p)
+    assert s["unparsed"] == 0
+    assert s["kinds"] == {"decode_batch": 1, "http_access": 1}
+
+
+def test_cut_mid_line_and_mid_traceback(tmp_path):
+    p = tmp_path / "cut.log"
+    p.write_text(READY + "\n" + "\n".join(TB[:3]) + "\n" + DECODE[:50])  # no final newline, cut mid-line
+    s = stats(p)
+    assert s["lines"] == 5
+    d = run("diagnose", "--format", "json", str(p))
+    assert d.returncode in (0, 1, 2), d.stderr.decode()
+    assert "Traceback" not in d.stderr.decode()
+
+
+def test_truncated_and_corrupt_gzip(tmp_path):
+    good = gzip.compress(("\n".join([READY, DECODE]) + "\n").encode() * 2000)
+    trunc = tmp_path / "t.log.gz"
+    trunc.write_bytes(good[: len(good) // 2])
+    corrupt = tmp_path / "c.log.gz"
+    corrupt.write_bytes(good[:10] + b"\x00garbage" * 50)
+    assert_clean_error(run("events", "--stats", str(trunc)), 2, "gzip")
+    assert_clean_error(run("diagnose", str(corrupt)), 2, "gzip")
+    whole = tmp_path / "w.log.gz"
+    whole.write_bytes(good)
+    assert stats(whole)["lines"] == 4000
+
+
+def test_zstd_input(tmp_path):
+    import zstandard
+
+    p = tmp_path / "x.log.zst"
+    p.write_bytes(zstandard.ZstdCompressor().compress(("\n".join([READY, DECODE]) + "\n").encode()))
+    assert stats(p)["kinds"] == {"decode_batch": 1, "server_ready": 1}
+
+
+def test_stdin():
+    p = run("events", "--stats", "--format", "json", "-", stdin=("\n".join([READY, DECODE]) + "\n").encode())
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["files"][0]["path"] == "-"
+
+
+def test_not_an_sglang_log(tmp_path):
+    vllm = tmp_path / "vllm.log"
+    vllm.write_text(
+        "\n".join(
+            [
+                "INFO 02-23 10:15:00 [api_server.py:1351] vLLM API server version 0.11.0",
+                "INFO 02-23 10:15:01 [model_runner.py:1100] Loading model weights took 14.9595 GB",
+                "INFO 02-23 10:15:09 [gpu_executor.py:122] # GPU blocks: 27896, # CPU blocks: 2048",
+                "INFO 02-23 10:15:20 [metrics.py:345] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 45.1 tokens/s",
+            ]
+            * 5
+        )
+        + "\n"
+    )
+    app = tmp_path / "app.log"
+    app.write_text("2026-02-23T10:00:00Z level=info msg=\"listening\" addr=:8080\n" * 30)
+    for p in (vllm, app):
+        r = run("diagnose", str(p))
+        assert_clean_error(r, 2, "does not look like an SGLang log")
+        assert "coverage" in r.stderr.decode()
+
+
+def test_interleaved_64_ranks(tmp_path):
+    lines = []
+    for step in range(3):
+        for r in range(64):
+            lines.append(f"[2026-02-23 10:15:{10 + step:02d} DP{r // 8} TP{r} EP{r}] Load weight begin. avail mem=78.50 GB")
+    p = tmp_path / "64.log"
+    p.write_text("\n".join(lines) + "\n")
+    s = stats(p)
+    assert s["unparsed"] == 0 and s["kinds"]["weight_load_begin"] == 192
+
+
+def test_two_versions_in_one_file(tmp_path):
+    p = tmp_path / "mixed.log"
+    p.write_text(
+        "[10:16:52 TP0] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, gen throughput (token/s): 412.37, #queue-req: 0\n"
+        + DECODE
+        + "\n"
+    )
+    s = stats(p)
+    assert s["unparsed"] == 0 and s["kinds"]["decode_batch"] == 2
+    assert run("diagnose", str(p)).returncode in (0, 1)
+
+
+def test_timestamps_going_backwards(tmp_path):
+    p = tmp_path / "back.log"
+    p.write_text(DECODE + "\n" + DECODE.replace("10:16:52", "09:00:00") + "\n" + DECODE.replace("10:16:52", "10:17:00") + "\n")
+    assert stats(p)["unparsed"] == 0
+    r = run("diagnose", "--format", "json", str(p))
+    assert r.returncode in (0, 1), r.stderr.decode()
+    json.loads(r.stdout)
+
+
+def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_text(READY + "\n")
+    code = (
+        "import sys, sglog.parse as P\n"
+        "def boom(*a, **k):\n"
+        "    secret = 'sk-live-123'\n"
+        "    raise ValueError('kaboom')\n"
+        "P.parse_file = boom\n"
+        "import sglog.runs; sglog.runs.parse_file = boom\n"
+        "import sglog.commands.events\n"
+        "from sglog.cli import main\n"
+        f"sys.argv = ['sglog', 'events', {str(p)!r}]\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 70, err
+    assert "Traceback" not in err and "sk-live-123" not in err
+    assert err.startswith("sglog: error: internal error")
+
+
+def test_usage_errors_are_one_line():
+    r = run("events")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr.decode()
+
+
+# ------------------------------------------------------------ every fixture: never the internal-error code
+
+
+def _all_fixture_logs() -> list[Path]:
+    return sorted(p for p in (FIXTURES / "logs").rglob("*") if p.is_file() and p.suffix in (".log", ".gz", ".zst"))
+
+
+@pytest.mark.parametrize("path", _all_fixture_logs(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_diagnose_every_fixture_never_internal_error(path):
+    r = run("diagnose", "--format", "json", str(path))
+    assert r.returncode in (0, 1, 2), r.stderr.decode()[-2000:]
+    assert "Traceback" not in r.stderr.decode()

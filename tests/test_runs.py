@@ -1,0 +1,208 @@
+"""Runs, ranks, startup phases, memory budget and timelines (sglog/runs.py, sglog/timeline.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+import sglog
+from sglog import timeline
+from sglog.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+STORY = ROOT / "fixtures" / "logs" / "story"
+REAL = ROOT / "fixtures" / "logs" / "real"
+
+ARGS = (
+    "server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "
+    "tp_size={tp}, dp_size=1, nnodes={nn}, node_rank={nr}, mem_fraction_static=0.871, cuda_graph_max_bs=256, "
+    "chunked_prefill_size=8192, max_running_requests=None, speculative_algorithm=None, host='127.0.0.1', port=30000)"
+)
+
+
+def startup(day: str, t0: int, ranks: range, tp: int = 2, nn: int = 1, nr: int = 0, load_s: dict[int, int] | None = None) -> list[str]:
+    """A 0.5.9 startup sequence (constructed) beginning at second t0 of 10:00."""
+    load_s = load_s or {}
+
+    def ts(sec: int) -> str:
+        return f"{day} 10:{sec // 60:02d}:{sec % 60:02d}"
+
+    out = [f"[{ts(t0)}] " + ARGS.format(tp=tp, nn=nn, nr=nr)]
+    for r in ranks:
+        out.append(f"[{ts(t0 + 1)} TP{r}] Init torch distributed begin.")
+    for r in ranks:
+        out.append(f"[{ts(t0 + 2)} TP{r}] Init torch distributed ends. elapsed=1.10 s, mem usage=0.52 GB")
+        out.append(f"[{ts(t0 + 2)} TP{r}] Load weight begin. avail mem=78.50 GB")
+    for r in ranks:
+        end = t0 + 2 + load_s.get(r, 10)
+        out.append(f"[{ts(end)} TP{r}] Load weight end. elapsed={load_s.get(r, 10):.2f} s, type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.44 GB, mem usage=15.06 GB.")
+        out.append(f"[{ts(end)} TP{r}] KV Cache is allocated. #tokens: 385953, K size: 23.56 GB, V size: 23.56 GB")
+        out.append(f"[{ts(end)} TP{r}] Memory pool end. avail mem=14.92 GB")
+        out.append(f"[{ts(end + 1)} TP{r}] Capture cuda graph begin. This can take up to several minutes. avail mem=14.55 GB")
+        out.append(f"[{ts(end + 6)} TP{r}] Capture cuda graph end. Time elapsed: 5.02 s. mem usage=0.84 GB. avail mem=13.71 GB.")
+    last = t0 + 2 + max([load_s.get(r, 10) for r in ranks]) + 7
+    out.append(f"[{ts(last)} TP0] max_total_num_tokens=385953, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4097, context_len=131072, available_gpu_mem=13.71 GB")
+    out.append(f"[{ts(last + 1)}] The server is fired up and ready to roll!")
+    return out
+
+
+def decode(day: str, t: int, tps: float, running: int = 4) -> str:
+    return (
+        f"[{day} 10:{t // 60:02d}:{t % 60:02d} TP0] Decode batch, #running-req: {running}, #token: 1840, token usage: 0.01, "
+        f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: 0"
+    )
+
+
+def write(tmp_path: Path, name: str, lines: list[str]) -> str:
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+def test_two_launches_in_one_file_are_two_runs(tmp_path):
+    crash = [
+        "[2026-02-23 10:00:30 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 3120, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "",
+        "[2026-02-23 10:00:30] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    lines = startup("2026-02-23", 0, range(2))[:8] + crash + startup("2026-02-23", 100, range(2)) + [decode("2026-02-23", 130 + i, 400 + i) for i in range(5)]
+    runs = sglog.load(write(tmp_path, "two.log", lines))
+    assert [r.index for r in runs] == [1, 2]
+    first, second = runs
+    assert first.ending.status == "crashed"
+    assert first.ending.root_cause.get("exc_type") == "RuntimeError"
+    assert first.ending.phase == "kv_pool"  # init_memory_pool raised on TP0 after its weights loaded
+    assert second.ending.status == "serving"
+    assert second.decode.height == 5 and first.decode.height == 0
+    assert second.line_ranges[str(tmp_path / "two.log")][0] == 15
+
+
+def test_two_node_files_merge_into_one_run(tmp_path):
+    n0 = startup("2026-02-23", 0, range(0, 8), tp=16, nn=2, nr=0) + [decode("2026-02-23", 40 + i, 300) for i in range(3)]
+    n1 = startup("2026-02-23", 1, range(8, 16), tp=16, nn=2, nr=1)
+    runs = sglog.load([write(tmp_path, "node0.log", n0), write(tmp_path, "node1.log", n1)])
+    assert len(runs) == 1
+    run = runs[0]
+    assert len(run.files) == 2
+    assert run.parallelism["tp"] == 16 and run.parallelism["nnodes"] == 2
+    assert len(run.ranks) == 16
+    assert len(run.startup.phases["weight_load"].per_rank) == 16
+
+
+def test_different_launches_in_two_files_stay_separate(tmp_path):
+    a = startup("2026-02-23", 0, range(2))
+    b = startup("2026-02-24", 0, range(2))  # a day later: not the same launch
+    runs = sglog.load([write(tmp_path, "a.log", a), write(tmp_path, "b.log", b)])
+    assert len(runs) == 2
+
+
+def test_eight_rank_startup_skew(tmp_path):
+    lines = startup("2026-02-23", 0, range(8), tp=8, load_s={5: 50})
+    (run,) = sglog.load(write(tmp_path, "skew.log", lines))
+    wl = run.startup.phases["weight_load"]
+    assert wl.slowest_rank == "TP5"
+    assert wl.duration == pytest.approx(50.0)
+    assert wl.skew == pytest.approx(40.0)
+    assert run.startup.total_s == pytest.approx(60.0)
+    assert run.ending.status == "ready"
+
+
+def test_crash_mid_startup_ends_in_the_right_phase(tmp_path):
+    lines = startup("2026-02-23", 0, range(2))[:10] + [
+        "[2026-02-23 10:00:13 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=14.55 GB",
+        "[2026-02-23 10:00:14 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/model_executor/cuda_graph_runner.py", line 300, in capture',
+        "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered",
+        "",
+        "[2026-02-23 10:00:15] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    (run,) = sglog.load(write(tmp_path, "crash.log", lines))
+    assert run.ending.status == "crashed"
+    assert run.ending.phase == "cuda_graph_capture"
+    assert "illegal memory access" in run.ending.root_cause.get("exc_message")
+
+
+def test_log_ending_mid_startup_says_the_phase(tmp_path):
+    lines = startup("2026-02-23", 0, range(2))[:6]
+    (run,) = sglog.load(write(tmp_path, "partial.log", lines))
+    assert run.ending.status == "incomplete"
+    assert run.ending.phase == "weight_load"
+    assert "weight_load" in run.ending.describe()
+
+
+def test_dateless_timestamps_roll_over_midnight(tmp_path):
+    lines = [
+        "[23:59:50 TP0] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, gen throughput (token/s): 412.37, #queue-req: 0",
+        "[23:59:58 TP0] Decode batch. #running-req: 8, #token: 1880, token usage: 0.01, gen throughput (token/s): 410.00, #queue-req: 0",
+        "[00:00:06 TP0] Decode batch. #running-req: 8, #token: 1920, token usage: 0.01, gen throughput (token/s): 411.00, #queue-req: 0",
+        "[00:00:14 TP0] Decode batch. #running-req: 8, #token: 1960, token usage: 0.01, gen throughput (token/s): 409.00, #queue-req: 0",
+    ]
+    (run,) = sglog.load(write(tmp_path, "old.log", lines))
+    ts = run.decode.get_column("ts").to_list()
+    assert ts == sorted(ts)
+    assert (ts[2] - ts[1]).total_seconds() == 8
+    assert ts[0].day != ts[3].day
+    assert run.decode.get_column("ts_has_date").to_list() == [False] * 4
+
+
+def test_eagle3_story_memory_budget_is_exact():
+    (run,) = sglog.load(STORY / "eagle3-oom-auto.log")
+    mem = run.memory
+    assert mem.total_gb == pytest.approx(94.04, abs=0.005)
+    assert mem.target_weights_gb == pytest.approx(72.33)
+    assert mem.avail_after_weights_gb == pytest.approx(21.71)
+    assert mem.mem_fraction_static == pytest.approx(0.76)
+    assert mem.mem_fraction_static_origin == "auto"
+    assert mem.static_pool_gb == pytest.approx(94.04 * 0.76, abs=0.02)
+    assert mem.static_pool_gb < mem.target_weights_gb  # the weights alone exceed the static pool
+    assert mem.weight_share == pytest.approx((94.04 - 21.71) / 94.04, abs=1e-3)
+    assert mem.kv_gb is None and mem.draft_weights_gb is None  # never reached: not guessed
+    assert run.spec["algorithm"] == "EAGLE3"
+    assert run.origin("cuda_graph_max_bs") == "explicit"
+    assert run.ending.status == "crashed"
+    assert len(run.startup.phases["weight_load"].per_rank) == 8
+
+
+def test_story_baseline_kv_and_graphs():
+    (run,) = sglog.load(STORY / "baseline-cgbs512.log")
+    mem = run.memory
+    assert mem.kv_tokens and mem.kv_gb and mem.cuda_graph_gb
+    assert mem.bytes_per_kv_token == pytest.approx(70272, rel=0.02)
+    assert run.origin("cuda_graph_max_bs") == "auto"
+    stats = timeline.decode_stats(run)
+    assert stats["p50"] == pytest.approx(82.0, abs=0.6)
+    assert stats["warmup_rows"] > 0
+
+
+def test_timeline_windows_on_a_real_log():
+    (run,) = sglog.load(REAL / "019-deepseek-r1-w4a8-ascend-npu-tp16-dp4-ep-eagle-benchmark.log")
+    w = timeline.windows(run, "1m")
+    assert w.height > 0
+    assert list(w.columns) == list(sglog.schema.WINDOW_COLUMNS) if hasattr(sglog, "schema") else True
+    assert w.get_column("n_decode").sum() == run.decode.height
+    assert w.get_column("n_prefill").sum() == run.prefill.height
+    dec = w.filter(pl.col("n_decode") > 0)
+    assert (dec.get_column("decode_tps_p10") <= dec.get_column("decode_tps_p90")).all()
+    assert dec.get_column("accept_len_mean").drop_nulls().len() > 0
+
+
+def test_runs_and_timeline_commands(tmp_path):
+    path = write(tmp_path, "x.log", startup("2026-02-23", 0, range(2)) + [decode("2026-02-23", 30 + i, 400 + i) for i in range(12)])
+    r = CliRunner().invoke(app, ["runs", path, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["runs"][0]["ending"]["status"] == "serving"
+    assert doc["runs"][0]["memory"]["kv_tokens"] == 385953
+    out = tmp_path / "t.parquet"
+    r = CliRunner().invoke(app, ["timeline", path, "--window", "10s", "--format", "parquet", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert pl.read_parquet(out).get_column("n_decode").sum() == 12
+    r = CliRunner().invoke(app, ["timeline", path, "--window", "ten"])
+    assert r.exit_code != 0
