@@ -18,23 +18,24 @@ def steady_mask(decode: pl.DataFrame) -> pl.Series:
     """True for decode rows in steady state: after warm-up, with requests running.
 
     Warm-up ends at the first row from which the median of the next 10 rows
-    reaches 90% of the median of the run's second half.
+    reaches 90% of the median of the run's second half (vectorised).
     """
     n = decode.height
     if n == 0 or "gen_throughput" not in decode.columns:
         return pl.Series("steady", [], dtype=pl.Boolean)
-    tps = decode.get_column("gen_throughput").fill_null(0.0).to_list()
-    running = decode.get_column("running_req").fill_null(1).to_list() if "running_req" in decode.columns else [1] * n
-    half = [x for x, r in zip(tps[n // 2 :], running[n // 2 :]) if r > 0] or tps[n // 2 :]
-    ref = sorted(half)[len(half) // 2] if half else 0.0
+    tps = decode.get_column("gen_throughput").fill_null(0.0)
+    running = decode.get_column("running_req").fill_null(1) if "running_req" in decode.columns else pl.Series([1] * n)
+    second = tps.slice(n // 2).filter(running.slice(n // 2) > 0)
+    if second.len() == 0:
+        second = tps.slice(n // 2)
+    ref = second.median() or 0.0
     start = 0
     if n >= 2 * WARMUP_MIN_ROWS and ref > 0:
-        for i in range(0, n - WARMUP_MIN_ROWS):
-            window = sorted(tps[i : i + WARMUP_MIN_ROWS])
-            if window[len(window) // 2] >= 0.9 * ref:
-                start = i
-                break
-    return pl.Series("steady", [i >= start and running[i] > 0 for i in range(n)], dtype=pl.Boolean)
+        fwd = tps.rolling_median(window_size=WARMUP_MIN_ROWS).shift(-(WARMUP_MIN_ROWS - 1))
+        hits = (fwd >= 0.9 * ref).arg_true()
+        start = int(hits[0]) if hits.len() else 0
+    idx = pl.Series(range(n))
+    return ((idx >= start) & (running > 0)).alias("steady")
 
 
 def decode_frame(run) -> pl.DataFrame:
