@@ -667,9 +667,10 @@ def _startup(run: Run) -> Startup:
             phases["distributed_init"].per_rank.setdefault(r, RankPhase(e.ts, None))
         elif k == "init_dist_end":
             rp = phases["distributed_init"].per_rank.setdefault(r, RankPhase(None, None))
-            rp.end = e.ts
-            if e.get("elapsed") is not None:
-                phases["distributed_init"].elapsed_logged[r] = e.get("elapsed")
+            if rp.end is None:  # a draft worker inits again later: keep the target's
+                rp.end = e.ts
+                if e.get("elapsed") is not None:
+                    phases["distributed_init"].elapsed_logged[r] = e.get("elapsed")
         elif k == "weight_load_begin":
             n = loads.get(r, 0)
             name = "weight_load" if n == 0 else "draft_weight_load"

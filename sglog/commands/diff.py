@@ -1,3 +1,51 @@
-"""`sglog diff` (to be written)."""
+"""``sglog diff RUN_A RUN_B``: what changed between two runs, and whether it helped."""
 
-from sglog.cli import app  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+from sglog.commands._common import ReportFormat, stdout_console, write_text
+
+
+@app.command()
+def diff(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A log file, or FILE#N for its Nth run (as `sglog runs` numbers them).")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with A: FILE or FILE#N (may be the same file).")],
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="rich (terminal), json (stable, schema_version 1) or markdown.")] = ReportFormat.rich,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """What changed between two runs (flags, startup, memory, serving, findings) and whether it helped.
+
+    The verdict comes first; decode-throughput differences are tested on the
+    steady-state samples (Mann-Whitney U and a seeded bootstrap interval of the
+    median difference).
+    """
+    from sglog.diff import diff_specs
+
+    result = diff_specs(run_a, run_b)
+    if fmt == ReportFormat.json:
+        import json
+
+        write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", output)
+        return
+    if fmt == ReportFormat.markdown:
+        from sglog.render.diff import render_markdown
+
+        write_text(render_markdown(result), output)
+        return
+    from sglog.render.diff import render_rich
+
+    if output is None:
+        stdout_console().print(render_rich(result))
+        return
+    import io
+
+    from rich.console import Console
+
+    console = Console(record=True, width=120, no_color=True, file=io.StringIO())
+    console.print(render_rich(result))
+    write_text(console.export_text(), output)
