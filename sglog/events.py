@@ -4,7 +4,9 @@ An event is one record of the log (one physical line, or a folded block such
 as a traceback).  Every event has the common envelope (file, line span,
 timestamp, rank, text) and a ``fields`` dict typed by its class's ``FIELDS``
 table.  Keys the table does not know are kept (typed by their look), never
-dropped.
+dropped.  A class's ``TERMS`` table names the capture groups of the grammar
+terminals that spell its sentences (in order) and adds constant fields, e.g.
+which variant of the kind matched (``variant``, ``stage``, ``scope`` ...).
 
 Units: memory in GB (GiB, as SGLang prints "GB"), time in seconds, usage and
 rates as fractions 0..1 (percent values are divided by 100).
@@ -84,7 +86,7 @@ def guess(text: str) -> Any:
     if m:
         unit = m.group(2)
         if unit == "%":
-            return float(m.group(1)) / 100.0
+            return round(float(m.group(1)) / 100.0, 10)
         if unit.lower() in _UNIT_GB:
             return float(m.group(1)) * _UNIT_GB[unit.lower()]
         if unit == "s":
@@ -117,6 +119,62 @@ def to_bool(text: str) -> bool | None:
 
 def to_str(text: str) -> str:
     return text.strip().rstrip(".") if text.strip().endswith(".") and " " not in text.strip() else text.strip()
+
+
+def to_lower(text: str) -> str:
+    return text.strip().lower()
+
+
+def to_snake(text: str) -> str:
+    """'torch distributed' -> 'torch_distributed'."""
+    return re.sub(r"[^0-9a-z]+", "_", text.strip().lower()).strip("_")
+
+
+def to_fraction(text: str) -> float | None:
+    """'87.20%' -> 0.872; a plain number stays as it is (typed by its look)."""
+    v = guess(text)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def to_literal(text: str) -> Any:
+    """A Python literal (dict, list, set, tuple, str, number) -> Python value; sets become sorted lists."""
+    import ast
+
+    try:
+        v = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return guess(text)
+    if isinstance(v, (set, frozenset)):
+        return sorted(v, key=str)
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+_KV_PAIR = re.compile(r"([A-Za-z_][\w.]*)=('[^']*'|\[[^\]]*\]|[^,\s]+)")
+
+
+def to_kv_dict(text: str) -> dict[str, Any]:
+    """'a=1, b=x' or 'a=1 b=True' -> {'a': 1, 'b': 'x'} (values typed by their look)."""
+    return {k: guess(v) for k, v in _KV_PAIR.findall(text)}
+
+
+def to_flag(text: str) -> bool:
+    """An optional piece of text that is there: True."""
+    return True
+
+
+_COMPONENT = re.compile(r"<\w+\.(\w+): \d+>")
+
+
+def to_components(text: str) -> list[str]:
+    """'<ComponentType.FULL: 0>, <ComponentType.SWA: 1>' -> ['FULL', 'SWA']."""
+    return _COMPONENT.findall(text)
+
+
+def mib_to_gb(text: str) -> float | None:
+    v = to_float(text)
+    return None if v is None else v / 1024.0
 
 
 _KEY_CLEAN = re.compile(r"[^0-9a-z]+")
@@ -158,6 +216,8 @@ class Event:
 
     kind: ClassVar[str] = ""
     FIELDS: ClassVar[dict[str, Any]] = {}
+    # terminal name -> (field names of its capture groups, in order; constant fields)
+    TERMS: ClassVar[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {}
     DOC: ClassVar[str] = ""
 
     file: str
@@ -213,6 +273,14 @@ def _k(**fields):
     return fields
 
 
+def _t(*names: str, **consts: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One TERMS entry: the names of a terminal's capture groups, and constant fields.
+
+    A name starting with ``*`` merges its (dict) value into the fields.
+    """
+    return names, consts
+
+
 # --- SGLang events -----------------------------------------------------------
 
 
@@ -240,8 +308,36 @@ class WeightLoadCommitted(Event):
 
 class KvCacheAllocated(Event):
     kind = "kv_cache_allocated"
-    FIELDS = _k(tokens=to_int, k_size=to_gb, v_size=to_gb, kv_size=to_gb, dtype=to_str, avail_mem=to_gb)
-    DOC = "KV pool allocated: #tokens, K/V size (MHA) or KV size (MLA), in GB."
+    FIELDS = _k(
+        tokens=to_int,
+        k_size=to_gb,
+        v_size=to_gb,
+        kv_size=to_gb,
+        dtype=to_str,
+        avail_mem=to_gb,
+        max_mamba_cache_size=to_int,
+        conv_state_size=to_gb,
+        ssm_state_size=to_gb,
+        intermediate_ssm_state_cache_size=to_gb,
+        intermediate_conv_window_cache_size=to_gb,
+    )
+    TERMS = {
+        "MAMBA_CACHE": _t(
+            "max_mamba_cache_size",
+            "conv_state_size",
+            "ssm_state_size",
+            "intermediate_ssm_state_cache_size",
+            "intermediate_conv_window_cache_size",
+            cache="Mamba Cache",
+            post_capture=False,
+            va_upper_bound=False,
+        )
+    }
+    DOC = (
+        "KV pool allocated: #tokens, K/V size (MHA) or KV size (MLA), in GB; `cache` names the pool "
+        "(`KV Cache`, `SWA KV Cache`, `Mamba Cache`, ...), `va_upper_bound` (0.5.18+ post-capture mode) "
+        "and `post_capture` (the pool re-sized after CUDA graph capture)."
+    )
 
 
 class MemoryPoolEnd(Event):
@@ -281,6 +377,13 @@ class CudaGraphBs(Event):
     DOC = "The list of batch sizes (or token counts, piecewise) being captured."
 
 
+class CudaGraphAddresses(Event):
+    kind = "cuda_graph_addresses"
+    FIELDS = _k(count=to_int)
+    TERMS = {"CUDA_GRAPH_ADDRESSES": _t("count")}
+    DOC = "Piecewise CUDA graph: number of tensor addresses registered for the graphs."
+
+
 _BATCH_FIELDS = _k(
     new_seq=to_int,
     new_token=to_int,
@@ -308,6 +411,25 @@ _BATCH_FIELDS = _k(
     retracted_req=to_int,
     inflight_req=to_int,
     bootstrap_req=to_int,
+    optimistic_req=to_int,
+    host_receive_req=to_int,
+    waiting_image_req=to_int,
+    replay_token=to_int,
+    largest_len=to_int,
+    time=to_float,
+    cap_len=to_float,
+    block_accept_len=to_float,
+    gpu_token=to_int,
+    gpu_token_usage=to_float,
+    cpu_token=to_int,
+    cpu_token_usage=to_float,
+    # percent suffixes (typed by their look: '87.20%' -> 0.872)
+    fwd_occupancy=to_fraction,
+    fwd_idle_occupancy=to_fraction,
+    est_prefill_tflops_s_per_gpu=to_float,
+    est_decode_tflops_s_per_gpu=to_float,
+    est_read_bw_gb_s_per_gpu=to_float,
+    est_write_bw_gb_s_per_gpu=to_float,
 )
 
 
@@ -325,7 +447,18 @@ class DecodeBatch(Event):
 
 class Retraction(Event):
     kind = "retraction"
-    FIELDS = _k(retracted_reqs=to_int, new_tokens_gained=to_int, aborted_retracted_reqs=to_int)
+    FIELDS = _k(
+        retracted_reqs=to_int,
+        new_tokens_gained=to_int,
+        aborted_retracted_reqs=to_int,
+        mamba_num_gained=to_int,
+        aborted_rid=to_str,
+        reason=to_str,
+    )
+    TERMS = {
+        "RETRACT_ABORT_OOM": _t("aborted_rid", testing=False, reason="OOM"),
+        "RETRACT_ABORT": _t("aborted_rid", "reason", testing=False),
+    }
     DOC = "KV pool full: requests retracted (`KV cache pool is full. Retract requests.` / `Decode out of memory happened.`)."
 
 
@@ -341,12 +474,15 @@ class ServerReady(Event):
 
 class InitDistBegin(Event):
     kind = "init_dist_begin"
+    FIELDS = _k(phase=to_snake)
+    TERMS = {"INIT_BEGIN": _t("phase")}
     DOC = "Distributed (torch/NCCL) initialisation starts on a rank."
 
 
 class InitDistEnd(Event):
     kind = "init_dist_end"
-    FIELDS = _k(elapsed=to_float, mem_usage=to_gb)
+    FIELDS = _k(phase=to_snake, elapsed=to_float, mem_usage=to_gb)
+    TERMS = {"INIT_END": _t("phase")}
     DOC = "Distributed initialisation done on a rank."
 
 
@@ -358,12 +494,45 @@ class MemoryBaseline(Event):
 
 class Sigquit(Event):
     kind = "sigquit"
+    FIELDS = _k(signum=guess, frame=guess, subprocess=to_str, pid=to_int, exit_code=to_int)
+    TERMS = {
+        "SQ_CHILD": _t(variant="child_failed"),
+        "SQ_SIGNAL": _t("signum", "frame", variant="signal"),
+        "SQ_SUBPROCESS": _t("subprocess", "pid", "exit_code", variant="subprocess_crashed"),
+    }
     DOC = "The main process was told a child failed (a pointer to a crash, not its cause)."
+
+
+class SigquitHandler(Event):
+    kind = "sigquit_handler"
+    FIELDS = _k(handler=to_str)
+    TERMS = {"SQ_HANDLER": _t("handler")}
+    DOC = "0.5.7+: a custom SIGQUIT handler is installed (configuration, not a failure)."
 
 
 class Shutdown(Event):
     kind = "shutdown"
-    DOC = "SIGTERM / graceful exit / process-tree kill."
+    FIELDS = _k(
+        signum=guess,
+        frame=guess,
+        remaining_requests=to_int,
+        remaining_rids=to_literal,
+        parent_pid=to_int,
+        include_parent=to_bool,
+        pid=to_int,
+        alive=to_int,
+        after_s=to_float,
+        wait_s=to_float,
+        pids=to_literal,
+    )
+    TERMS = {
+        "SD_SIGTERM": _t("signum", "frame", variant="sigterm"),
+        "SD_GRACEFUL": _t("remaining_requests", "remaining_rids", variant="graceful_exit"),
+        "SD_FORCE": _t("remaining_requests", variant="force_exit"),
+        "SD_KILL_TREE": _t("parent_pid", "include_parent", "pid", variant="kill_process_tree"),
+        "SD_KILL_WAIT": _t("alive", "after_s", "wait_s", "pids", variant="kill_process_tree_waiting"),
+    }
+    DOC = "SIGTERM / graceful exit / process-tree kill (`variant` says which)."
 
 
 class SchedulerDead(Event):
@@ -374,6 +543,42 @@ class SchedulerDead(Event):
 class WatchdogTimeout(Event):
     kind = "watchdog_timeout"
     DOC = "The scheduler's watchdog fired: one forward batch took longer than --watchdog-timeout."
+
+
+class HealthCheckFailed(Event):
+    kind = "health_check_failed"
+    FIELDS = _k(timeout=to_int, tic_time=guess, last_heartbeat=guess)
+    TERMS = {"HEALTH_CHECK_FAILED": _t("timeout", "tic_time", "last_heartbeat")}
+    DOC = "The HTTP server got no response from the detokenizer within the health-check timeout (s)."
+
+
+class RequestLog(Event):
+    kind = "request_log"
+    FIELDS = _k(obj_type=to_str, log_ts=to_str)
+    TERMS = {
+        "REQ_RECEIVE": _t("obj_type", None, event="received", format="text"),
+        "REQ_FINISH": _t("obj_type", None, event="finished", format="text"),
+        "REQ_JSON": _t("log_ts", "event", format="json"),
+    }
+    DOC = "`--log-requests` lines: a request received / finished (`rid` when printed)."
+
+
+class LongGc(Event):
+    kind = "long_gc"
+    FIELDS = _k(generation=to_int, duration_s=to_float, gen0=to_int, gen1=to_int, gen2=to_int)
+    TERMS = {"LONG_GC": _t("generation", "duration_s", "gen0", "gen1", "gen2")}
+    DOC = "0.5.1.post3+: a long Python garbage collection pause (latency jitter)."
+
+
+class CrashDiagnostics(Event):
+    kind = "crash_diagnostics"
+    FIELDS = _k(sleep_s=to_int, folder=guess)
+    TERMS = {
+        "CD_SLEEP": _t("sleep_s", action="sleep"),
+        "CD_NO_SCHEDULER": _t(action="skipped_no_scheduler"),
+        "CD_DUMP": _t("folder", action="dump_requests"),
+    }
+    DOC = "Crash handling: dumping requests, py-spy / CUDA core dump collection (`action`)."
 
 
 # --- lines of other programs ---------------------------------------------------
@@ -391,7 +596,7 @@ class UvicornLog(Event):
 
 class NcclLog(Event):
     kind = "nccl_log"
-    DOC = "NCCL / NVSHMEM library line (`host:pid:tid [dev] NCCL WARN ...`)."
+    DOC = "NCCL / NVSHMEM library line (`host:pid:tid [dev] NCCL WARN ...`, or NVSHMEM's `/.../init.cu:1045: ...` error prints)."
 
 
 class TorchLog(Event):
@@ -401,7 +606,7 @@ class TorchLog(Event):
 
 class Glog(Event):
     kind = "glog"
-    DOC = "Google-logging line (mooncake transfer engine and other C++ libraries)."
+    DOC = "Google-logging line (mooncake transfer engine and other C++ libraries), incl. `WARNING: Logging before InitGoogleLogging()`."
 
 
 class Gloo(Event):
@@ -439,6 +644,405 @@ class PipPackage(Event):
     DOC = "A `pip list` row: package and version."
 
 
+class LibraryLog(Event):
+    kind = "library_log"
+    FIELDS = _k(level=to_str, message=to_str, module=to_str, original=to_str, log_ts=to_str)
+    TERMS = {
+        "LIB_TRANSFORMERS": _t("message", library="transformers"),
+        "LIB_TRANSFORMERS_MODULE_NAME": _t("message", "module", "original", library="transformers", level="WARNING"),
+        "LIB_HF_HUB": _t("message", library="huggingface_hub", level="WARNING"),
+        "LIB_LMCACHE": _t("level", "message", library="lmcache"),
+        "LIB_PDLB": _t("log_ts", "level", "message", library="sglang_pd_mini_lb"),
+    }
+    DOC = "A line of a library running in the server (`[transformers] ...`, huggingface_hub warnings, `LMCache INFO: ...`)."
+
+
+class RocmLog(Event):
+    kind = "rocm_log"
+    FIELDS = _k(source=to_str, source_line=to_int, time_us=to_int, message=to_str, status=to_int, error=to_str)
+    TERMS = {
+        "ROCM_CALLBACK": _t("source", "source_line", "time_us", "message", event="callback"),
+        "ROCM_CORE_DUMP_FAILED": _t(event="core_dump_failed"),
+        "ROCM_COREDUMP_HANDLER": _t("status", event="coredump_handler_error"),
+        "ROCM_QUEUES_SNAPSHOT": _t(event="queues_snapshot_failed"),
+        "ROCM_SEGMENT_PIPE": _t("error", event="segment_write_failed"),
+    }
+    DOC = "ROCm runtime lines (`:0:rocdevice.cpp :3586: ... HSA_STATUS_ERROR_EXCEPTION ...`) and its GPU core dump."
+
+
+class BrowserAgentLog(Event):
+    kind = "browser_agent_log"
+    FIELDS = _k(url=to_str)
+    TERMS = {
+        "BA_CALL_LOG": _t(source="playwright"),
+        "BA_NAVIGATED": _t("url", source="browser_use"),
+    }
+    DOC = "Agent frameworks driving SGLang in the same log: Playwright `Call log:` blocks, browser-use navigation lines."
+
+
+class BenchDriver(Event):
+    kind = "bench_driver"
+    FIELDS = _k(
+        params=to_literal,
+        run=to_int,
+        runs=to_int,
+        path=to_str,
+        version=to_str,
+        command=to_str,
+        input_tokens=to_int,
+        output_tokens=to_int,
+        warmup_seqs=to_int,
+        metric=to_str,
+        value=guess,
+        title=to_str,
+    )
+    TERMS = {
+        "BD_START": _t("params", event="start"),
+        "BD_RUNNING": _t("run", "runs", event="run"),
+        "BD_METRICS_FILE": _t("path", event="metrics_file"),
+        "BD_CANN": _t("version", event="cann_version"),
+        "BD_COMMAND": _t("command", event="command"),
+        "BD_NAMESPACE": _t(event="args"),
+        "BD_INPUT_TOKENS": _t("input_tokens", event="dataset"),
+        "BD_OUTPUT_TOKENS": _t("output_tokens", event="dataset"),
+        "BD_WARMUP_START": _t("warmup_seqs", event="warmup_start"),
+        "BD_WARMUP_DONE": _t("warmup_seqs", event="warmup_done"),
+        "BD_RESULT": _t("metric", "value", event="result"),
+        "BD_BANNER": _t("title", "title", event="banner"),
+    }
+    DOC = "Benchmark driver output (`sglang.bench_serving`, CI throughput tests): parameters, progress, results."
+
+
+class TestDriver(Event):
+    __test__ = False  # not a pytest test class
+    kind = "test_driver"
+    FIELDS = _k(test_class=to_str, test_method=to_str, settings=to_kv_dict, time=to_str, label=to_str)
+    TERMS = {
+        "TD_CI_METHOD": _t("test_class", "test_method", event="ci_test_method"),
+        "TD_CI_LAUNCH": _t("settings", event="ci_launch_server"),
+        "TD_START": _t("time", "label", event="script_start"),
+    }
+    DOC = "Test harness / launch script lines around the server (`[CI Test Method] ...`, `START 23:37:33 ...`)."
+
+
+class Comment(Event):
+    kind = "comment"
+    FIELDS = _k(comment=to_str)
+    TERMS = {"COMMENT": _t("comment")}
+    DOC = "A `# ...` line (shell comment; constructed fixture logs start with one saying so)."
+
+
+class Annotation(Event):
+    kind = "annotation"
+    FIELDS = _k(note=to_str)
+    TERMS = {"ANNOTATION": _t("note")}
+    DOC = "A note written into a pasted log by its author (a line of Cyrillic words), not log output."
+
+
+# --- SGLang: startup, configuration and environment ----------------------------
+
+
+class ArgAdjusted(Event):
+    kind = "arg_adjusted"
+    FIELDS = _k(value=guess, previous=guess)
+    TERMS = {
+        "ARG_MAX_RUNNING": _t("value", arg="max_running_requests", reason="speculative_decoding"),
+        "ARG_DP_CHUNKED": _t("value", arg="chunked_prefill_size", reason="dp_attention"),
+        "ARG_DEEPEP_EP": _t("value", arg="ep_size", reason="deepep_moe"),
+        "ARG_SPEC_OVERLAP": _t(arg="overlap_schedule", value=True, reason="spec_v2"),
+        "ARG_MM_MEM_FRACTION": _t("value", arg="mem_fraction_static", reason="multimodal"),
+        "ARG_MM_MEM_FRACTION_FROM": _t("previous", "value", arg="mem_fraction_static", reason="multimodal"),
+        "ARG_MM_OLD": _t(arg="chunked_prefill_size", reason="multimodal"),
+        "ARG_NUM_DRAFT_TOKENS": _t(arg="speculative_num_draft_tokens", reason="eagle_topk_1"),
+        "ARG_TOKEN_MAP": _t(arg="speculative_token_map", value=None, reason="eagle3_builtin_token_map"),
+    }
+    DOC = "A server argument changed automatically while the arguments were checked (`arg`, new `value`, `reason`)."
+
+
+class FeatureDisabled(Event):
+    kind = "feature_disabled"
+    FIELDS = _k(reason=to_str, moe_runner_backend=to_str, quant_method=to_str, model=to_str)
+    TERMS = {
+        "FD_PIECEWISE": _t("reason", feature="piecewise_cuda_graph"),
+        "FD_TRTLLM_MOE": _t("moe_runner_backend", "quant_method", feature="trtllm_moe_deferred_finalize"),
+        "FD_DFLASH_FUSED": _t("reason", feature="dflash_fused_kv_materialization"),
+        "FD_SHARED_EXPERTS": _t(feature="shared_experts_fusion", reason="unsupported platform"),
+        "FD_OVERLAP_SINCE": _t("reason", feature="overlap_schedule"),
+        "FD_OVERLAP_EAGLE": _t(feature="overlap_schedule", reason="eagle speculative decoding"),
+        "FD_MULTIMODAL": _t("model", feature="multimodal", reason="--enable-multimodal not set"),
+        "FD_CUSTOM_AR": _t("reason", feature="custom_allreduce"),
+        "FD_CUSTOM_AR_FAILED": _t("reason", feature="custom_allreduce"),
+    }
+    DOC = "An optimisation or feature is switched off (`feature`), with the reason SGLang gives."
+
+
+class DeprecatedArg(Event):
+    kind = "deprecated_arg"
+    FIELDS = _k(arg=to_str, replacement=to_str)
+    TERMS = {"DEPRECATED_ARG": _t("arg", "replacement")}
+    DOC = "A deprecated command-line flag was used (and its replacement)."
+
+
+class AttentionBackend(Event):
+    kind = "attention_backend"
+    FIELDS = _k(backend=to_str, arch=to_str, model=to_str, decode_backend=to_str, prefill_backend=to_str)
+    TERMS = {
+        "AB_DEFAULT": _t("backend", scope="default"),
+        "AB_MM_DEFAULT": _t("backend", scope="multimodal"),
+        "AB_MM_USING": _t("backend", scope="multimodal"),
+        "AB_DRAFT": _t("backend", scope="draft"),
+        "AB_MODEL": _t("backend", "arch", "model", scope="model"),
+        "AB_HYBRID": _t("decode_backend", "prefill_backend", scope="hybrid"),
+    }
+    DOC = "The attention backend chosen (default, multimodal, draft model, model-specific, hybrid decode/prefill)."
+
+
+class ChatTemplate(Event):
+    kind = "chat_template"
+    FIELDS = _k(content_format=to_str, template=to_str, features=to_kv_dict)
+    TERMS = {
+        "CT_HF_DEFAULT": _t("content_format", template="huggingface_default"),
+        "CT_USE": _t("template"),
+        "CT_FEATURES": _t("features"),
+    }
+    DOC = "The chat template in use (HF default + content format, a named template) or auto-detected template features."
+
+
+class GenerationConfig(Event):
+    kind = "generation_config"
+    FIELDS = _k(sampling_params=to_literal, model=to_str, error=to_str)
+    TERMS = {
+        "GEN_SAMPLING": _t("sampling_params", loaded=True),
+        "GEN_MISSING": _t("model", "error", loaded=False),
+    }
+    DOC = "The model's generation config: default sampling params taken from it, or that it could not be loaded."
+
+
+class TokenizerLoad(Event):
+    kind = "tokenizer_load"
+    FIELDS = _k(model=to_str, retry_with=to_str, reload_via=to_str, add_bos_token=to_bool, previous=to_bool)
+    TERMS = {
+        "TOK_STILL": _t("model", stage="still_generic_after_retries"),
+        "TOK_RETRY": _t("model", "retry_with", stage="generic_retry"),
+        "TOK_DIRECT": _t("model", stage="direct_tokenizers_backend"),
+        "TOK_GENERIC": _t("model", stage="generic_loaded"),
+        "TOK_PROCESSOR": _t("model", "reload_via", stage="processor_reload"),
+        "TOK_ADD_BOS": _t("add_bos_token", "model", "previous", stage="add_bos_restored"),
+    }
+    DOC = "Tokenizer loading fallbacks (generic TokenizersBackend, retries, add_bos_token fix-up): `stage` says which."
+
+
+class MmProcessorRetry(Event):
+    kind = "mm_processor_retry"
+    FIELDS = _k(processor=to_str, kwargs=to_literal)
+    TERMS = {"MM_PROCESSOR_RETRY": _t("processor", "kwargs")}
+    DOC = "A multimodal processor rejected keyword arguments; SGLang retried without them."
+
+
+class ModelImportError(Event):
+    kind = "model_import_error"
+    FIELDS = _k(module=to_str, config=to_str, error=to_str)
+    TERMS = {
+        "IMPORT_IGNORED": _t("module", "error"),
+        "AUTOMODEL_SKIPPED": _t("config", "error"),
+    }
+    DOC = "A model module (or transformers AutoModel mapping) failed to import and was skipped; harmless unless it is your model."
+
+
+class ModelArch(Event):
+    kind = "model_arch"
+    FIELDS = _k(hybrid=to_lower, architectures=guess, cache_shape=guess)
+    TERMS = {
+        "ARCH_HYBRID": _t("hybrid", "architectures"),
+        "ARCH_ATTN_GATE": _t(attn_output_gate=True),
+        "ARCH_CACHE_SHAPE": _t("cache_shape"),
+    }
+    DOC = "Model-specific architecture lines (hybrid SWA/linear layers, attention output gate, MLA cache shape)."
+
+
+class DeviceProbeFailed(Event):
+    kind = "device_probe_failed"
+    FIELDS = _k(error=to_str, fallback=to_str, per_device_mib=guess, gpu_mem=mib_to_gb)
+    TERMS = {
+        "PROBE_CAPABILITY": _t("error", probe="device_capability"),
+        "PROBE_AMDSMI": _t("error", probe="amdsmi"),
+        "PROBE_NVIDIA_SMI": _t("fallback", "per_device_mib", "gpu_mem", probe="nvidia_smi_memory"),
+    }
+    DOC = "A device/platform probe failed (nvcc, amdsmi, nvidia-smi) and SGLang fell back; `gpu_mem` in GB."
+
+
+class CpuAffinity(Event):
+    kind = "cpu_affinity"
+    FIELDS = _k(pid=to_int, gpu_id=to_int, cpus=guess)
+    TERMS = {"CPU_AFFINITY": _t("pid", "gpu_id", "cpus")}
+    DOC = "A scheduler process pinned to a set of CPU cores (NUMA binding)."
+
+
+class NcclVersion(Event):
+    kind = "nccl_version"
+    FIELDS = _k(version=to_str)
+    TERMS = {"NCCL_VERSION": _t("version")}
+    DOC = "`sglang is using nccl==X` (tp > 1)."
+
+
+class AllreducePath(Event):
+    kind = "allreduce_path"
+    FIELDS = _k(path=to_str, note=to_str)
+    TERMS = {"ALLREDUCE_PATH": _t("path", "note")}
+    DOC = "Which all-reduce implementation is used (`[AR] All-reduce call path: NCCL (custom AR disabled)`)."
+
+
+class KernelConfig(Event):
+    kind = "kernel_config"
+    FIELDS = _k(backend=to_str, default=to_flag, down_moe=to_bool, config_file=to_str)
+    TERMS = {
+        "KC_MAMBA": _t("backend", component="mamba_selective_state_update"),
+        "KC_MOE": _t("default", "down_moe", "config_file", component="fused_moe_triton", tuned=False),
+    }
+    DOC = "Kernel configuration: Mamba kernel backend; fused-MoE tuning config missing (default config, sub-optimal speed)."
+
+
+class QuantNotOptimized(Event):
+    kind = "quant_not_optimized"
+    FIELDS = _k(quant=to_str)
+    TERMS = {"QUANT_NOT_OPTIMIZED": _t("quant")}
+    DOC = "`<method> quantization is not fully optimized yet`: kernels for this quantization are slow."
+
+
+class QuantMethod(Event):
+    kind = "quant_method"
+    FIELDS = _k(method=to_str)
+    TERMS = {
+        "QM_USING": _t("method", fallback=False),
+        "QM_FALLBACK": _t("method", fallback=True),
+    }
+    DOC = "The quantized linear/MoE method in use (compressed-tensors schemes), or an unquantized fallback."
+
+
+class DtypeCast(Event):
+    kind = "dtype_cast"
+    FIELDS = _k(from_dtype=to_str, to_dtype=to_str)
+    TERMS = {"DTYPE_CAST": _t("from_dtype", "to_dtype")}
+    DOC = "The model's dtype is cast (`--dtype half` on a bf16 checkpoint)."
+
+
+class WeightSource(Event):
+    kind = "weight_source"
+    FIELDS = _k(model=to_str, path=to_str, formats=guess, load_format=to_str)
+    TERMS = {
+        "WS_HF_SNAPSHOT": _t("model", "path", source="local_hf_snapshot"),
+        "WS_FORMAT": _t("formats"),
+        "WS_DRAFT_FORMAT": _t("load_format", draft=True),
+    }
+    DOC = "Where and how weights are read (local HF snapshot, weight file format, draft load format)."
+
+
+class WeightParamNotFound(Event):
+    kind = "weight_param_not_found"
+    FIELDS = _k(param=to_str)
+    TERMS = {"WEIGHT_PARAM_NOT_FOUND": _t("param")}
+    DOC = "A checkpoint tensor has no parameter in the model (`Parameter X not found in params_dict`); skipped."
+
+
+class WeightsUninitialized(Event):
+    kind = "weights_uninitialized"
+    FIELDS = _k(names=to_literal)
+    TERMS = {
+        "WU_WEIGHTS": _t("names", what="weights"),
+        "WU_BUFFERS": _t("names", what="persistent_buffers"),
+    }
+    DOC = "Model weights / buffers missing from the checkpoint (left at their initial values); `count` of names."
+
+
+class KvCacheDtype(Event):
+    kind = "kv_cache_dtype"
+    FIELDS = _k(dtype=to_str, default_scale=to_float)
+    TERMS = {
+        "KVD_USING": _t("dtype"),
+        "KVD_FP8_NO_SCALES": _t("default_scale", dtype="fp8", scales_missing=True),
+    }
+    DOC = "The KV cache dtype; FP8 KV cache without scaling factors (may reduce accuracy)."
+
+
+class KvCacheBudget(Event):
+    kind = "kv_cache_budget"
+    FIELDS = _k(avail_mem=to_gb)
+    TERMS = {"KV_BUDGET": _t("avail_mem")}
+    DOC = "Memory available for the KV cache before the pool is sized (GB; NPU model runner)."
+
+
+class SwaPool(Event):
+    kind = "swa_pool"
+    FIELDS = _k(full_tokens=to_int, swa_tokens=to_int, mem_usage=to_gb)
+    TERMS = {
+        "SWA_USE": _t("full_tokens", "swa_tokens"),
+        "SWA_POOL_MEM": _t("mem_usage", "swa_tokens", "full_tokens"),
+    }
+    DOC = "Sliding-window (hybrid SWA) memory pool: full-layer and SWA-layer token capacity, pool memory (GB)."
+
+
+class DraftRunner(Event):
+    kind = "draft_runner"
+    FIELDS = _k(algorithm=to_str, tp=to_int, block_size=to_int, model=to_str, attention_backend=to_str)
+    TERMS = {
+        "DR_INIT": _t("algorithm", state="initialized"),
+        "DR_READY": _t("algorithm", state="ready"),
+        "DR_GREEDY": _t("algorithm", "tp", state="greedy_head_folded"),
+    }
+    DOC = "DFLASH / DSpark draft runner set-up (0.5.11+): its settings as typed fields."
+
+
+class TreeCacheInit(Event):
+    kind = "tree_cache_init"
+    FIELDS = _k(components=to_components, settings=to_kv_dict)
+    TERMS = {
+        "TC_UNIFIED": _t("components", impl="UnifiedRadixTree"),
+        "TC_INIT": _t("*settings"),
+    }
+    DOC = "The prefix (radix) tree cache implementation and its options."
+
+
+class HicacheHostAlloc(Event):
+    kind = "hicache_host_alloc"
+    FIELDS = _k(host_mem=to_gb)
+    TERMS = {"HICACHE_HOST_ALLOC": _t("host_mem")}
+    DOC = "Hierarchical cache: host memory allocated for the KV cache (GB)."
+
+
+class HicacheStorage(Event):
+    kind = "hicache_storage"
+    FIELDS = _k(backend=to_str, backend_class=to_str, source=to_str, required_version=to_str)
+    TERMS = {
+        "HS_CREATE": _t("backend", "backend_class", action="create"),
+        "HS_MOONCAKE_CONFIG": _t("source", backend="mooncake", action="config_loaded"),
+        "HS_MOONCAKE_ALLOCATOR": _t("required_version", backend="mooncake", action="allocator_fallback"),
+    }
+    DOC = "Hierarchical cache storage backend set-up (mooncake store, ...)."
+
+
+class Warmup(Event):
+    kind = "warmup"
+    FIELDS = _k(name=to_str, mode=to_snake, status=to_int, resp=to_literal)
+    TERMS = {
+        "WARMUP_ENDED": _t(stage="ended"),
+        "WARMUP_RUNNING": _t("name", stage="running"),
+        "WARMUP_PD_START": _t("mode", stage="start"),
+        "WARMUP_PD_END": _t("status", "resp", stage="end"),
+    }
+    DOC = "Server warm-up requests (`--warmups`, PD disaggregation warm-up) and their status."
+
+
+class KvTransferFailed(Event):
+    kind = "kv_transfer_failed"
+    FIELDS = _k(side=to_lower, transfer_rank=to_int, rid=to_str, bootstrap_room=to_int, exc_type=to_str, exc_message=to_str)
+    TERMS = {
+        "KVT_FAILED": _t("side", "transfer_rank", "rid", "bootstrap_room", "exc_type", "exc_message", truncated=False),
+        "KVT_TAIL": _t("bootstrap_room", "exc_type", "exc_message", truncated=True),
+        "KVT_MESSAGE_TAIL": _t("exc_message", truncated=True),
+    }
+    DOC = "PD disaggregation: a request's KV transfer failed on the prefill or decode side (`KVTransferError`)."
+
+
 # --- blocks (folded multi-line records) -------------------------------------------
 
 
@@ -467,6 +1071,11 @@ class CppException(Event):
     DOC = "`terminate called after throwing an instance of ...` with `what():` and C++ frames."
 
 
+class LoggingError(Event):
+    kind = "logging_error"
+    DOC = "`--- Logging error ---`: Python's logging failed to emit a record (its traceback, `Message:` and `Arguments:`)."
+
+
 class Blank(Event):
     kind = "blank"
     DOC = "One or more blank lines."
@@ -477,7 +1086,7 @@ class Unparsed(Event):
     DOC = "A record no grammar rule recognises; its text is kept."
 
 
-BLOCK_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception")
+BLOCK_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error")
 SPECIAL_KINDS = ("blank", "unparsed")
 HOT_KINDS = ("decode_batch", "prefill_batch", "http_access")
 

@@ -1,11 +1,23 @@
 """One record's message -> (kind, typed fields), with the lark grammar.
 
-The rule that matched names the kind; its generic key/value lists are typed
-by the event class's ``FIELDS`` table (sglog/events.py).
+The rule that matched names the kind.  Its fields come from three places, all
+typed by the event class's tables (sglog/events.py):
+
+* generic key/value lists (``colon_kvs``, ``eq_kvs``) -> ``FIELDS``;
+* terminals whose capture groups are the holes of a fixed sentence -> ``TERMS``
+  (field names in group order, plus constant fields);
+* a few kinds with structure of their own (server args, batch heads, access
+  lines, progress bars, ...) are read below.
+
+Some loggers put a prefix of their own in front of an SGLang message (level and
+source file, a fork's logger format, Python's ``asctime - LEVEL -`` format);
+the grammar's ``ENV_LEVEL_SOURCE`` / ``ENV_PYLOG`` / ``ENV_PYLOG_DASH``
+terminals describe them, and their parts become ``log_*`` fields.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -33,6 +45,10 @@ def _tokens(tree: Tree, name: str) -> list[str]:
     return [str(t) for t in tree.scan_values(lambda v: isinstance(v, Token) and v.type == name)]
 
 
+def _cont_lines(tree: Tree) -> list[str]:
+    return [t[1:] for t in _tokens(tree, "CONT")]
+
+
 # -- python literal (server args) --------------------------------------------
 
 _PY_CONST = {"True": True, "False": False, "None": None}
@@ -42,8 +58,6 @@ def pyvalue(node: Any) -> Any:
     """Turn a parsed Python literal into Python values (calls become dicts)."""
     if isinstance(node, Token):
         if node.type == "PY_STRING":
-            import ast
-
             try:
                 return ast.literal_eval(str(node))
             except (ValueError, SyntaxError):
@@ -58,11 +72,7 @@ def pyvalue(node: Any) -> Any:
             return _PY_CONST.get(str(node), str(node))
         return str(node)
     if node.data == "pycall":
-        out = {}
-        for arg in node.children:
-            if isinstance(arg, Tree) and arg.data == "pyarg":
-                out[str(arg.children[0])] = pyvalue(arg.children[1])
-        return out
+        return _pyargs(node.children)
     if node.data == "pydict":
         return {_hashable(pyvalue(item.children[0])): pyvalue(item.children[1]) for item in node.children if isinstance(item, Tree)}
     if node.data in ("pylist", "pytuple"):
@@ -70,8 +80,51 @@ def pyvalue(node: Any) -> Any:
     raise ValueError(node.data)
 
 
+def _pyargs(children: list[Any]) -> dict[str, Any]:
+    return {str(arg.children[0]): pyvalue(arg.children[1]) for arg in children if isinstance(arg, Tree) and arg.data == "pyarg"}
+
+
 def _hashable(v: Any) -> Any:
     return str(v) if isinstance(v, (dict, list)) else v
+
+
+# -- fields from terminals with capture groups (the TERMS tables) -------------
+
+
+def term_fields(cls, tree: Tree) -> dict[str, Any]:
+    """Fields from the capture groups of the tree's top-level tokens, named and typed by ``cls``."""
+    out: dict[str, Any] = {}
+    for tok in tree.children:
+        if not isinstance(tok, Token):
+            continue
+        m = None
+        spec = cls.TERMS.get(tok.type)
+        if spec is not None:
+            m = grammar.compiled(tok.type).fullmatch(str(tok))
+        elif cls.TERMS:
+            # a union terminal (`SIGQUIT: SQ_CHILD | SQ_SIGNAL | ...`): find the variant that matched
+            for name, candidate in cls.TERMS.items():
+                m = grammar.compiled(name).fullmatch(str(tok))
+                if m is not None:
+                    spec = candidate
+                    break
+        if m is None or spec is None:
+            continue
+        names, consts = spec
+        for name, raw in zip(names, m.groups()):
+            if raw is None or name is None or name in out:
+                continue
+            merge = name.startswith("*")
+            key = name.lstrip("*")
+            conv = cls.FIELDS.get(key)
+            value = conv(raw) if conv else guess(raw)
+            if merge and isinstance(value, dict):
+                out.update(value)
+            else:
+                out[key] = value
+        for k, v in consts.items():
+            out.setdefault(k, v)
+    return out
 
 
 # -- per-rule interpretation ------------------------------------------------------
@@ -80,17 +133,32 @@ _CAPTURE_SUBJECT = re.compile(
     r"Capture (?:(?P<role>target|draft) (?P<stage>decode|verify|prefill|extend) |(?P<draft>draft) (?P<dext>extend )?|(?P<piece>piecewise) )?(?P<device>\w+) graph"
 )
 _PROGRESS = re.compile(r"^(?P<desc>.*?):? *(?P<pct>\d{1,3})%.*?(?P<n>\d+)/(?P<total>\d+)")
+_PROGRESS_CAPTURE = re.compile(r"\((?:(?P<key>bs|num_tokens)=(?P<value>\d+) )?avail_mem=(?P<mem>[\d.]+ ?GB)\)")
 _STEP = re.compile(r"\(step (\d+)\)")
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_HSA_STATUS = re.compile(r"\b(HSA_STATUS_\w+)")
+_NVSHMEM_STATUS = re.compile(r"non-zero status: (-?\d+)")
+_KV_HEAD = re.compile(r"^(?:Post-capture KV sizing: (?P<pc>draft )?KV cache allocated|(?P<label>.*?) (?:is allocated|VA upper bound))\. ")
 
 
 def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
     cls = KIND_CLASSES[kind]
     fields: dict[str, Any] = {}
     if kind == "server_args":
+        first = tree.children[0]
+        if isinstance(first, Token) and first.type == "ARGS_TAIL":
+            # an excerpt that starts inside the dump: `name=value, ..., last=value)`
+            args = {str(first)[:-1]: pyvalue(tree.children[1])}
+            args.update(_pyargs(tree.children[2:]))
+            fields.update(args=args, style="dataclass", truncated=True)
+            return fields
         value = tree.children[1]
         args = pyvalue(value)
         fields["args"] = args if isinstance(args, dict) else {"value": args}
         fields["style"] = "dict" if isinstance(value, Tree) and value.data == "pydict" else "dataclass"
+        fields["truncated"] = False
+        if isinstance(first, Token) and first.type == "GLOBAL_ARGS_HEAD":
+            fields["updated"] = True  # `Global server args updated!` after /set_internal_state
         return fields
     if kind in ("cuda_graph_capture_begin", "cuda_graph_capture_end"):
         m = _CAPTURE_SUBJECT.match(message)
@@ -126,9 +194,20 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields.update(cls.typed(_pairs(tree)))
         fields.update(graph_backend_field(message))
         return fields
+    if kind == "kv_cache_allocated":
+        fields.update(term_fields(cls, tree))
+        if fields:
+            return fields
+        m = _KV_HEAD.match(message)
+        post = message.startswith("Post-capture")
+        fields["cache"] = ("draft KV cache" if m.group("pc") else "KV cache") if post else m.group("label")
+        fields["post_capture"] = post
+        fields["va_upper_bound"] = m.group(0).endswith(" VA upper bound. ")
+        fields.update(cls.typed(_pairs(tree)))
+        return fields
     if kind == "http_access":
         m = re.match(grammar.flat_rule_regex("http_access"), message)
-        client = m.group("client_sep")[: -len(' - "')]
+        client = re.sub(r' ?- "$', "", m.group("client_sep"))
         fields.update(
             client=client,
             method=m.group("http_method"),
@@ -142,17 +221,37 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         m = _PROGRESS.match(message.strip())
         if m:
             fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=int(m.group("n")), total=int(m.group("total")))
+            cm = _PROGRESS_CAPTURE.search(m.group("desc"))
+            if cm:
+                if cm.group("key"):
+                    fields[cm.group("key")] = int(cm.group("value"))
+                fields["avail_mem"] = to_gb(cm.group("mem"))
         return fields
     if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log"):
         head = tree.children[0]
         text = str(tree.children[1]).strip() if len(tree.children) > 1 else ""
+        if head.type == "GLOG_PREINIT":
+            fields.update(level="WARNING", message=str(head).split(": ", 1)[1])
+            return fields
+        if head.type == "NVSHMEM_SOURCE":
+            fields.update(level="ERROR", message=text, source=str(head).rstrip(":").rsplit("/", 1)[-1])
+            sm = _NVSHMEM_STATUS.search(text)
+            if sm:
+                fields["status"] = int(sm.group(1))
+            return fields
         fields["level"] = _level(kind, str(head))
         fields["message"] = text
         return fields
     if kind == "python_warning":
         head = str(tree.children[0])
         path, lineno, category = head.rsplit(":", 3)[0], head.rsplit(":", 3)[1], head.rsplit(":", 3)[2].strip()
-        fields.update(path=path, lineno=int(lineno), category=category, message=message.split("\n", 1)[0][len(head):].strip())
+        # the message may go on over indented lines; the last one is the source line shown by `warnings`
+        rest = [line.strip() for line in _cont_lines(tree) if line.strip()]
+        first = message.split("\n", 1)[0][len(head):].strip()
+        text = "\n".join([x for x in [first] + rest[:-1] if x])
+        fields.update(path=path, lineno=int(lineno), category=category, message=text)
+        if rest:
+            fields["source"] = rest[-1]
         return fields
     if kind == "pip_package":
         name, version = message.split()[:2]
@@ -170,23 +269,99 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         m = re.search(r"(?:exit code:? |terminated with |Exit code: )(-?\d+)", message)
         r = re.search(r"Rank (\d+)", message)
         fields.update(exit_code=int(m.group(1)) if m else None, sched_rank=int(r.group(1)) if r else None)
+        p = re.match(r"Scheduler or DataParallelController (\d+) ", message)
+        if p:
+            fields["pid"] = int(p.group(1))
+        fields["variant"] = (
+            "terminated" if p
+            else "exit_code" if message.startswith("Exit code")
+            else "init_failed" if message.startswith("Initialization failed")
+            else "died_during_init" if "died during initialization" in message
+            else "dead"
+        )
         return fields
     if kind == "gloo":
         nums = [int(x) for x in re.findall(r"\d+", message)]
         fields.update(gloo_rank=nums[0], connected=nums[1], expected=nums[2])
         return fields
     if kind == "batch_oom":
-        fields["phase"] = message.split(" ", 1)[0].lower()
-        m = re.search(r"Try to allocate (\d+) tokens", message)
-        if m:
-            fields["tokens_requested"] = int(m.group(1))
-        m = re.search(r"Ava(?:li|il)able tokens: (\d+)", message)
-        if m:
-            fields["tokens_available"] = int(m.group(1))
-        return fields
+        return batch_oom_fields(message)
     if kind == "retraction":
-        fields["testing"] = message.startswith("Testing")
+        fields.update(term_fields(cls, tree))
+        if not fields:
+            fields["testing"] = message.startswith("Testing")
+            fields["aborted"] = False
+        else:
+            fields["aborted"] = True
+        fields.update(cls.typed(_pairs(tree)))
+        return fields
+    if kind == "bench_driver" and isinstance(tree.children[0], Token) and tree.children[0].type == "BD_NAMESPACE":
+        fields.update(event="args", args=_pyargs(tree.children[1:]))
+        return fields
+    if kind == "browser_agent_log" and tree.children[0].type == "BA_CALL_LOG":
+        fields["source"] = "playwright"
+        fields["steps"] = [line.strip().lstrip("- ").strip() for line in _cont_lines(tree) if line.strip()]
+        return fields
+    # generic: capture groups of fixed-text terminals, then key/value lists
+    fields.update(term_fields(cls, tree))
     fields.update(cls.typed(_pairs(tree)))
+    post = _POST.get(kind)
+    if post:
+        post(fields, message)
+    return fields
+
+
+def _post_weight_param(fields: dict[str, Any], message: str) -> None:
+    m = _LAYER.search(fields.get("param") or "")
+    fields["layer"] = int(m.group(1)) if m else None
+
+
+def _post_weights_uninitialized(fields: dict[str, Any], message: str) -> None:
+    names = fields.get("names")
+    fields["count"] = len(names) if isinstance(names, list) else None
+
+
+_RID = re.compile(r"""\brid['"]?[=:] ?['"]([^'"]+)['"]""")
+
+
+def _post_request(fields: dict[str, Any], message: str) -> None:
+    m = _RID.search(message)
+    fields["rid"] = m.group(1) if m else None
+
+
+def _post_rocm(fields: dict[str, Any], message: str) -> None:
+    m = _HSA_STATUS.search(message)
+    if m:
+        fields["hsa_status"] = m.group(1)
+
+
+_POST = {
+    "weight_param_not_found": _post_weight_param,
+    "weights_uninitialized": _post_weights_uninitialized,
+    "rocm_log": _post_rocm,
+    "request_log": _post_request,
+}
+
+
+_OOM_TRY = re.compile(r"^Try to allocate (\d+) tokens\.?", re.M)
+_OOM_AVAIL = re.compile(r"^Ava(?:li|il)able(?: (\w+))? tokens: (\d+)(?: \(available_size=(\d+) \+ evictable_size=(\d+)\))?", re.M)
+_OOM_SIZE = re.compile(r"^[\w.]*\.(available_size|evictable_size)\(\)=(\d+)", re.M)
+
+
+def batch_oom_fields(message: str) -> dict[str, Any]:
+    """`Prefill/Decode out of memory` block: tokens requested / available, pool sizes."""
+    fields: dict[str, Any] = {"phase": message.split(" ", 1)[0].lower()}
+    m = _OOM_TRY.search(message)
+    if m:
+        fields["tokens_requested"] = int(m.group(1))
+    for m in _OOM_AVAIL.finditer(message):
+        prefix = f"{m.group(1)}_" if m.group(1) else ""
+        fields[f"{prefix}tokens_available"] = int(m.group(2))
+        if m.group(3) is not None:
+            fields[f"{prefix}available_size"] = int(m.group(3))
+            fields[f"{prefix}evictable_size"] = int(m.group(4))
+    for m in _OOM_SIZE.finditer(message):
+        fields[m.group(1)] = int(m.group(2))
     return fields
 
 
@@ -220,10 +395,48 @@ def _level(kind: str, head: str) -> str:
     return {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}.get(letter, letter)
 
 
+# -- foreign prefixes in front of a message --------------------------------------
+
+_PREFIXES = ("ENV_LEVEL_SOURCE", "ENV_PYLOG", "ENV_PYLOG_DASH")
+
+
+def strip_prefix(message: str) -> tuple[str, dict[str, Any]]:
+    """Remove a logger prefix of another format; its parts as ``log_*`` fields."""
+    if not message[:1].isalnum():
+        return message, {}
+    for name in _PREFIXES:
+        m = grammar.compiled(name).match(message)
+        if m:
+            extra = {f"log_{k}": (int(v) if k == "pid" else v) for k, v in m.groupdict().items() if v is not None}
+            return message[m.end():], extra
+    return message, {}
+
+
 def parse_message(message: str) -> tuple[str, dict[str, Any]] | None:
     """(kind, fields) of a message, or None if no rule matches."""
     if len(message) > MAX_PARSE_CHARS:
         return None
+    res = _parse(message)
+    if res is not None:
+        return res
+    if "\n" in message and message.startswith(("server_args=", "Global server args updated!")):
+        # an args dump wrapped by a terminal (cut at a fixed width) or by an editor (at spaces)
+        for joiner in ("", " "):
+            res = _parse(joiner.join(message.split("\n")))
+            if res is not None:
+                return res
+    rest, extra = strip_prefix(message)
+    if not extra:
+        return None
+    res = _parse(rest)
+    if res is None:
+        return None
+    kind, fields = res
+    fields.update(extra)
+    return kind, fields
+
+
+def _parse(message: str) -> tuple[str, dict[str, Any]] | None:
     try:
         tree = grammar.parser().parse(message)
     except LarkError:

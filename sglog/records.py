@@ -2,13 +2,17 @@
 
 A record is what one logging call (or one interpreter print) wrote: usually one
 physical line, sometimes a block that must be read as one (a traceback with
-its chained exceptions and 3.11 caret lines, a ``Fatal Python error`` thread
-dump, a C++ ``terminate called ...`` block, an args dump wrapped by a terminal,
-a Python warning and its source line, SGLang's multi-line OOM/hint messages).
+its chained exceptions, 3.11 caret lines and a multi-line exception message, a
+component preface on its own line such as ``Exception in run_tp_server:``, a
+``Fatal Python error`` thread dump, a C++ ``terminate called ...`` block, a
+``--- Logging error ---`` block, an args dump wrapped by a terminal, a Python
+warning and its source lines, a Playwright ``Call log:``, SGLang's multi-line
+OOM/hint messages).
 
 Lines are cleaned for parsing (CR/LF, ANSI colour codes, tqdm ``\\r`` updates,
-a progress bar glued to the front of a log line) but the raw text is kept.
-Every physical line ends up in exactly one record.
+a progress bar or a row of waiting dots glued to the front of a log line, an
+envelope indented by a copy-paste) but the raw text is kept.  Every physical
+line ends up in exactly one record.
 
 The folder is a small state machine fed line by line (``Folder.feed``); a gap
 in line numbers (a line taken by the vectorised fast path) closes any open
@@ -31,7 +35,7 @@ class Record:
     end_line: int
     lines: list[str]  # cleaned text of each physical line
     raw: list[str]  # raw text of each physical line (no line terminator)
-    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | blank | sglang
+    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | call_log | blank | sglang
 
     @property
     def text(self) -> str:
@@ -48,33 +52,58 @@ def clean(raw: str) -> str:
         t = parts[-1] if parts else ""
     if "\x00" in t:
         t = t.replace("\x00", "")
-    m = _GLUED.search(t)
-    if m and m.start() > 0:
-        t = t[m.start():]
+    _init()
+    if t[:1].isspace():
+        # an envelope indented by a copy-paste: `  [2026-02-20 11:13:52 DP1 TP3 EP3] ...`
+        s = t.lstrip()
+        if _SGL_PREFIX.match(s):
+            return s
+    if "%|" in t or "% Completed |" in t or t.startswith(".."):  # cheap test before the regex search
+        m = _GLUED.search(t)
+        if m and m.start("head") > 0 and _GLUE_PREFIX.match(t[: m.start()]):
+            t = t[m.start("head"):]
     return t
 
 
 _GLUED = None  # set by _init()
+_GLUE_PREFIX = re.compile(r"^(?:\.+|.*\d{1,3}%(?: Completed \||\|).*)$")
 _START = None
 _SGL_PREFIX = None
 _CONT_SGLANG = re.compile(
-    r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
+    r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|[\w.]*\.(?:available|evictable)_size\(\)=|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
 )
 _TB_INNER = re.compile(
     r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)"
 )
 _FATAL_INNER = re.compile(r"^(?:\s|Thread 0x|Current thread 0x|Extension modules:|Stack \(most recent call first\):|<no Python frame>)")
 _CPP_INNER = re.compile(r"^(?:\s|Exception raised from|frame #\d+:|what\(\):)")
+_LOGERR_INNER = re.compile(
+    r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause|Call stack:|Message: |Arguments: )"
+)
+_CALL_LOG_INNER = re.compile(r"^\s+- ")
+
+
+_PYWARN = None
+_PREFACE_LINE = None
+_EXCEPTION = None
 
 
 def _init():
-    global _GLUED, _START, _SGL_PREFIX
+    global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION
     if _START is not None:
         return
     env = grammar.envelope_regex()
     _SGL_PREFIX = re.compile(env)
-    # a tqdm bar followed directly by an SGLang prefix: keep the log line
-    _GLUED = re.compile(r"(?<=[\]|%])\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{3})?(?: [A-Z_]+\d+)*\] ")
+    _PYWARN = grammar.compiled("PYWARN_HEAD")
+    _PREFACE_LINE = grammar.compiled("TB_PREFACE_LINE")
+    _EXCEPTION = grammar.compiled("TB_EXCEPTION")
+    # a tqdm bar (or a row of waiting dots) followed directly by a log line: keep the log line
+    glued_heads = [
+        env.lstrip("^"),
+        grammar.terminal_pattern("TORCH_HEAD"),
+        r"/\S+?\.pyx?:\d+: [A-Za-z]*Warning:",
+    ]
+    _GLUED = re.compile(r"(?<=[\]|%.]) ?(?P<head>" + "|".join(f"(?:{h})" for h in glued_heads) + ")")
     heads = [
         env.lstrip("^"),
         grammar.terminal_pattern("UVICORN_LEVEL"),
@@ -86,8 +115,12 @@ def _init():
         grammar.terminal_pattern("PYWARN_HEAD"),
         grammar.terminal_pattern("TB_FATAL"),
         grammar.terminal_pattern("TB_CPP_TERMINATE"),
+        grammar.terminal_pattern("NVSHMEM_SOURCE"),
+        grammar.terminal_pattern("LIB_TRANSFORMERS"),
+        grammar.terminal_pattern("TB_PREFACE_LINE"),
         r"Traceback \(most recent call last\):",
         r"--- Logging error ---",
+        r"Call log:",
     ]
     _START = re.compile("^(?:" + "|".join(f"(?:{h})" for h in heads) + ")")
 
@@ -128,6 +161,7 @@ class Folder:
     _blanks: list[tuple[int, str]] = field(default_factory=list)  # blank lines waiting (inside a block?)
     _last: int = 0
     _seen_exception: bool = False
+    _logging_error: bool = False
     _depth: int = 0
 
     def __post_init__(self):
@@ -140,7 +174,7 @@ class Folder:
         self._last = lineno
         text = clean(raw)
         if not text.strip():
-            if self._cur is not None and self._cur.mode in ("traceback", "fatal", "cpp", "wrapped"):
+            if self._cur is not None and self._cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning"):
                 self._blanks.append((lineno, raw))
             else:
                 self._close()
@@ -194,22 +228,30 @@ class Folder:
     def _open(self, lineno: int, text: str, raw: str) -> None:
         mode = "line"
         self._seen_exception = False
-        if "Traceback (most recent call last):" in text or text.startswith("--- Logging error ---"):
+        self._logging_error = False
+        if "Traceback (most recent call last):" in text:
             mode = "traceback"
+        elif text.startswith("--- Logging error ---"):
+            mode = "traceback"  # read by blocks.read_traceback as a logging_error block
+            self._logging_error = True
         elif text.startswith("Fatal Python error:"):
             mode = "fatal"
         elif text.startswith("terminate called after throwing"):
             mode = "cpp"
         elif text[:1].isspace() and (text.lstrip().startswith("File \"") or text.startswith("    ")):
             mode = "traceback"  # a block whose head was cut off (excerpt starts mid-traceback)
-        elif grammar.compiled("PYWARN_HEAD").match(text):
+        elif _PYWARN.match(text):
             mode = "warning"
+        elif text.startswith("Call log:"):
+            mode = "call_log"
         else:
             m = _SGL_PREFIX.match(text)
             msg = text[m.end():] if m else text
             if msg.startswith("server_args=") and _unbalanced(msg) > 0:
                 mode = "wrapped"
                 self._depth = _unbalanced(msg)
+            elif _PREFACE_LINE.match(msg):
+                mode = "traceback"  # `Exception in run_tp_server:` then the traceback (<=0.3.0)
             elif m:
                 mode = "sglang"
         self._cur = Record(lineno, lineno, [text], [raw], mode)
@@ -219,22 +261,34 @@ class Folder:
         if cur.mode == "wrapped":
             self._depth += _unbalanced(text)
         elif cur.mode == "traceback" and not text[:1].isspace():
-            self._seen_exception = grammar.compiled("TB_EXCEPTION").match(text) is not None or self._seen_exception
+            if text.startswith("Traceback (most recent call last):"):
+                self._seen_exception = False
+            else:
+                self._seen_exception = _EXCEPTION.match(text) is not None or self._seen_exception
 
     def _continues(self, text: str) -> bool:
         mode = self._cur.mode
         if mode == "wrapped":
             return self._depth > 0 and not is_start(text)
+        if mode == "traceback" and self._logging_error:
+            if _LOGERR_INNER.match(text):
+                return True
+            if is_start(text):
+                return False
+            return _EXCEPTION.match(text) is not None
         if mode == "traceback":
             if _TB_INNER.match(text):
                 return True
             if is_start(text):
                 return False
             if self._seen_exception:
-                # after the exception line: only hint blocks and indented text
-                return bool(_CONT_SGLANG.match(text))
+                # after the exception line: its message goes on (hint blocks, a compiler's
+                # source excerpt, ...) until a line that is a record of its own
+                return bool(_CONT_SGLANG.match(text)) or not _standalone(text)
             # the exception line itself (`RuntimeError: ...`) or its message's first line
             return True
+        if mode == "call_log":
+            return bool(_CALL_LOG_INNER.match(text))
         if mode == "fatal":
             return bool(_FATAL_INNER.match(text)) and not is_start(text)
         if mode == "cpp":
@@ -246,6 +300,13 @@ class Folder:
         if mode == "line":
             return bool(_CONT_SGLANG.match(text)) and not text[:1].isspace() and not is_start(text)
         return False
+
+
+def _standalone(text: str) -> bool:
+    """Is this line a record of its own (a message some grammar rule recognises)?"""
+    from sglog import messages
+
+    return messages.parse_message(text) is not None
 
 
 def fold(lines: list[tuple[int, str]]) -> list[Record]:

@@ -48,6 +48,7 @@ def write_text(text: str, out: Path | None) -> None:
 def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     """Write a polars frame as csv / parquet / jsonl to a file or stdout."""
     import io
+    import json
 
     from sglog.errors import UsageError
 
@@ -59,7 +60,10 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
         return
     buf = io.StringIO()
     if fmt == TableFormat.csv:
-        flat = frame.select([c for c in frame.columns if frame.schema[c].is_primitive() or str(frame.schema[c]).startswith(("Datetime", "String", "Boolean"))])
+        import polars as pl
+
+        nested = [c for c, t in frame.schema.items() if isinstance(t, (pl.List, pl.Struct, pl.Array, pl.Object))]
+        flat = frame.with_columns([pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String) for c in nested])
         flat.write_csv(buf)
     else:
         frame.write_ndjson(buf)
