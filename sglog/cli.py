@@ -51,7 +51,9 @@ def error_line(message: str) -> None:
 def main() -> None:
     """Entry point: run the app; user errors are one line, bugs a distinct exit code."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # typer.Exit(n) comes back as the return value here
+        if isinstance(rc, int) and not isinstance(rc, bool) and rc:
+            sys.exit(rc)
     except SglogError as e:
         error_line(str(e))
         sys.exit(int(e.exit_code))

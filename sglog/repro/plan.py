@@ -1,0 +1,543 @@
+"""Run + fixes -> the argv that relaunches SGLang with the fix (pure: no clock, files or processes).
+
+Which flags go on the rebuilt command line (``pinned``):
+
+- the flags the operator set: the ones on the log's launch command when the
+  log has it, otherwise the values that differ from SGLang's known defaults
+  (``sglog.args.origins``); the model path always;
+- values auto-chosen at startup (``AUTO_FIELDS``) are *not* pinned, so the
+  relaunch lets SGLang choose them again, unless a fix changes them.
+
+Values come from the ``server_args`` dump (what was in effect, paths already
+expanded).  The value typed on the launch command wins where the dump cannot
+be fed back (nested values) or where SGLang rewrites what was typed (for
+instance ``--speculative-algorithm NEXTN`` runs as ``EAGLE``), and a flag
+that is only on the command keeps its typed value.
+
+Flags are spelled as SGLang spells them (``sglog.args.flag_of``: ``--tp 8``,
+``--mem-fraction-static 0.88``), booleans as bare flags, lists as repeated
+values.  Every value stays one argv word: nothing here is ever given to a
+shell; ``quote`` only makes the command readable and copy-pasteable.
+
+>>> flag_words("--cuda-graph-bs", [1, 2, 4])
+['--cuda-graph-bs', '1', '2', '4']
+>>> flag_words("--trust-remote-code", True)
+['--trust-remote-code']
+>>> flag_words("--chat-template", "--weird")
+['--chat-template=--weird']
+>>> quote("a b;$(rm -rf ~)")
+"'a b;$(rm -rf ~)'"
+>>> quote("two\\nlines")
+"$'two\\\\nlines'"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from sglog import args as sargs
+from sglog.errors import UsageError
+
+DEFAULT_LAUNCHER = ("python", "-m", "sglang.launch_server")
+SERVE_LAUNCHER = ("sglang", "serve")
+DEFAULT_PORT = 30000
+DEFAULT_HOST = "127.0.0.1"
+
+# fields whose typed value SGLang rewrites at startup; the typed value is what to pass again
+TYPED_WINS = frozenset({"speculative_algorithm"})
+
+_NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_TRUE = {"true", "1", "yes", "on", ""}
+_FALSE = {"false", "0", "no", "off"}
+
+
+# ------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class Change:
+    """One flag the relaunch changes, and why."""
+
+    flag: str
+    field: str
+    before: Any  # the value in effect in the original run (None: unset)
+    before_origin: str | None  # explicit | auto | default | None (not in the dump)
+    after: Any  # new value as it goes on the command line; None = flag removed
+    reason: str  # the fix's summary, or "--set"
+    source: str  # the finding's "CODE name", or "--set"
+    applied: bool = True  # False: a later source (--set, an earlier finding) decided this flag
+    kind: str = "set"  # set | remove | pin (same value as in effect, now explicit) | same (already so: no-op)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flag": self.flag,
+            "kind": self.kind,
+            "from": _jsonable(self.before),
+            "from_origin": self.before_origin,
+            "to": _jsonable(self.after),
+            "reason": self.reason,
+            "source": self.source,
+            "applied": self.applied,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The relaunch: launcher + flags, the flags of the original run, and the changes between them."""
+
+    log: str
+    run: int
+    run_name: str
+    ending: str | None
+    launcher: tuple[str, ...]
+    original: tuple[tuple[str, Any], ...]  # (flag, value) pinned from the log, in order
+    final: tuple[tuple[str, Any], ...]
+    changes: tuple[Change, ...] = ()
+    findings: tuple[str, ...] = ()  # "CODE name" of the findings whose fixes were applied
+    notes: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> list[str]:
+        return _words(self.final)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.launcher, *self.args]
+
+    @property
+    def original_argv(self) -> list[str]:
+        return [*self.launcher, *_words(self.original)]
+
+    @property
+    def port(self) -> int:
+        v = dict(self.final).get("--port")
+        try:
+            return int(str(v))
+        except (TypeError, ValueError):
+            return DEFAULT_PORT
+
+    @property
+    def host(self) -> str:
+        v = dict(self.final).get("--host")
+        return str(v) if isinstance(v, str) and v else DEFAULT_HOST
+
+    @property
+    def applied(self) -> list[Change]:
+        return [c for c in self.changes if c.applied]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "log": self.log,
+            "run": self.run,
+            "run_name": self.run_name,
+            "ending": self.ending,
+            "launcher": list(self.launcher),
+            "argv": self.argv,
+            "original_argv": self.original_argv,
+            "changes": [c.to_dict() for c in self.changes],
+            "findings": list(self.findings),
+            "port": self.port,
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------ words
+
+
+def quote(word: str) -> str:
+    """A word as a POSIX shell would read it back (display only; argv never goes through a shell)."""
+    if all(c.isprintable() for c in word):
+        return shlex.quote(word)
+    out = []
+    for c in word:
+        if c == "\\":
+            out.append("\\\\")
+        elif c == "'":
+            out.append("\\'")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v)
+    return str(v)
+
+
+def flag_words(flag: str, value: Any) -> list[str]:
+    """The argv words of one flag: bare for True, repeated values for lists, nothing for None/False."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [flag]
+    if isinstance(value, (list, tuple)):
+        return [flag, *(_scalar(v) for v in value)] if value else []
+    s = _scalar(value)
+    if s.startswith("-") and not _NUMBER.match(s):
+        return [f"{flag}={s}"]  # would read as a flag otherwise
+    return [flag, s]
+
+
+def _words(pairs: Iterable[tuple[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for flag, value in pairs:
+        out.extend(flag_words(flag, value))
+    return out
+
+
+# ------------------------------------------------------------------ launcher
+
+
+def choose_launcher(command: str | None, override: str | None = None, env: str | None = None) -> tuple[tuple[str, ...], list[str]]:
+    """The launcher words: --launcher, else $SGLOG_LAUNCHER, else the log's form, else the default."""
+    notes: list[str] = []
+    for given, where in ((override, "--launcher"), (env, "SGLOG_LAUNCHER")):
+        if given is not None and given.strip():
+            try:
+                words = tuple(shlex.split(given))
+            except ValueError as e:
+                raise UsageError(f"{where}: cannot split {given!r}: {e}") from None
+            return words, notes
+    if command:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        for i, w in enumerate(words):
+            if os.path.basename(w) == "sglang" and i + 1 < len(words) and words[i + 1] == "serve":
+                return SERVE_LAUNCHER, notes
+            if re.fullmatch(r"python[\d.]*", os.path.basename(w)) and words[i + 1 : i + 3] == ["-m", "sglang.launch_server"]:
+                py = os.path.basename(w)
+                if py != w:
+                    notes.append(f"the log ran {w}; the relaunch uses {py} from PATH (set --launcher to choose the interpreter)")
+                return (py, "-m", "sglang.launch_server"), notes
+    return DEFAULT_LAUNCHER, notes
+
+
+# ------------------------------------------------------------------ pinned flags
+
+
+def _renderable(v: Any) -> bool:
+    if isinstance(v, dict):
+        return False
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v)
+    if isinstance(v, str) and re.match(r"^[A-Z]\w*\(", v):
+        return False  # an object repr, not something argparse took
+    return True
+
+
+def _same(dump: Any, typed: Any) -> bool:
+    if typed is True:
+        return dump is True
+    if isinstance(typed, list) or isinstance(dump, (list, tuple)):
+        if not isinstance(dump, (list, tuple)):
+            return False
+        want = typed if isinstance(typed, list) else [typed]
+        return len(dump) == len(want) and all(_same(d, t) for d, t in zip(dump, want))
+    if isinstance(dump, (int, float)) and not isinstance(dump, bool):
+        try:
+            return float(typed) == float(dump)
+        except (TypeError, ValueError):
+            return False
+    return _scalar(dump) == typed
+
+
+def pinned(run) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(flag, value) pairs the operator set, in command (or dump) order, and notes about them."""
+    notes: list[str] = []
+    dump: dict[str, Any] = dict(run.args or {})
+    typed = sargs.parse_command(run.launch_command) if run.launch_command else None
+    out: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+
+    def add(field: str, value: Any) -> None:
+        if field in seen:
+            return
+        seen.add(field)
+        out.append((sargs.flag_of(field), value))
+
+    if typed is not None:
+        if "model_path" not in typed and dump.get("model_path"):
+            add("model_path", dump["model_path"])
+        for field, raw in typed.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", field):
+                notes.append(f"ignored an unreadable flag on the launch command: {_display(field)}")
+                continue
+            if field not in dump:
+                add(field, raw)
+                continue
+            value = dump[field]
+            if field in TYPED_WINS or not _renderable(value) or (raw is not True and value is None):
+                if not _same(value, raw):
+                    notes.append(f"{sargs.flag_of(field)}: typed {_show(raw)}, in effect {_show(value)}; the relaunch passes the typed value")
+                add(field, raw)
+                continue
+            if not _same(value, raw):
+                notes.append(f"{sargs.flag_of(field)}: typed {_show(raw)}, in effect {_show(value)}; the relaunch passes the value in effect")
+            if raw is True and value is not True:
+                add(field, True)
+            else:
+                add(field, value)
+        return out, notes
+
+    if not dump:
+        return out, notes
+    notes.append("the log has no launch command: flags set by the operator are guessed from SGLang's known defaults")
+    origins = run.arg_origins or sargs.origins(dump, None)
+    if dump.get("model_path"):
+        add("model_path", dump["model_path"])
+    for field, value in dump.items():
+        if origins.get(field) != "explicit" or field in sargs.NOT_FLAGS or value is None or value is False:
+            continue
+        if not _renderable(value):
+            notes.append(f"{sargs.flag_of(field)}: value {_show(value)} cannot be passed back; left out")
+            continue
+        add(field, value)
+    return out, notes
+
+
+def _show(v: Any) -> str:
+    if v is True:
+        return "(set)"
+    if isinstance(v, (list, tuple)):
+        return " ".join(_scalar(x) for x in v)
+    return _scalar(v) if v is not None else "(unset)"
+
+
+# ------------------------------------------------------------------ patches
+
+
+def normalize_flag(name: str) -> tuple[str, str]:
+    """Any spelling (``--tp``, ``tp_size``, ``mem-fraction-static``) -> (SGLang flag, field)."""
+    n = name.strip()
+    if not n or not re.fullmatch(r"-{0,2}[A-Za-z][\w\-]*", n):
+        raise UsageError(f"not a flag name: {name!r}")
+    f = sargs.field_of(n if n.startswith("--") else "--" + n.lstrip("-").replace("_", "-"))
+    return sargs.flag_of(f), f
+
+
+def parse_sets(items: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``--set FLAG=VALUE`` items -> (flag, value); ``FLAG=`` removes the flag (SGLang's default again).
+
+    >>> parse_sets(["mem-fraction-static=0.88", "--tp=4", "cuda_graph_max_bs="])
+    [('--mem-fraction-static', '0.88'), ('--tp', '4'), ('--cuda-graph-max-bs', None)]
+    """
+    out: list[tuple[str, str | None]] = []
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--set {item!r}: expected FLAG=VALUE (FLAG= to remove the flag)")
+        name, value = item.split("=", 1)
+        flag, _ = normalize_flag(name)
+        out.append((flag, value if value != "" else None))
+    return out
+
+
+def choose_findings(findings, run_index: int, select: Iterable[str] = ()) -> tuple[list, list[str]]:
+    """Findings of the run whose fixes apply: all with an args patch, or those named by code or name."""
+    mine = [f for f in findings if f.run == run_index]
+    with_fix = [f for f in mine if f.fix is not None and f.fix.args]
+    wanted = [s.strip() for s in select if s.strip()]
+    notes = [f"{f.code} {f.name}: {f.fix.summary} (no flag to change)" for f in mine if f.fix is not None and not f.fix.args]
+    if not wanted:
+        return with_fix, notes
+    chosen = []
+    for w in wanted:
+        hit = [f for f in mine if f.code.lower() == w.lower() or f.name == w]
+        if not hit:
+            have = ", ".join(dict.fromkeys(f"{f.code} {f.name}" for f in with_fix)) or "none"
+            raise UsageError(f"--finding {w}: not reported for run {run_index} (findings with a fix: {have})")
+        for f in hit:
+            if f.fix is None or not f.fix.args:
+                raise UsageError(f"--finding {w}: {f.code} {f.name} has no flag change to try")
+            if f not in chosen:
+                chosen.append(f)
+    return chosen, notes
+
+
+def _bool_field(field: str, dump: dict[str, Any], flags: dict[str, Any]) -> bool:
+    return isinstance(dump.get(field), bool) or isinstance(sargs.DEFAULTS.get(field), bool) or flags.get(sargs.flag_of(field)) is True
+
+
+def _coerce(value: Any, is_bool: bool, flag: str) -> Any:
+    """A patch value as it goes on the command line (bool flags: True or None)."""
+    if value is None:
+        return None
+    if is_bool:
+        s = str(value).strip().lower() if not isinstance(value, bool) else ("true" if value else "false")
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return None
+        raise UsageError(f"{flag} is an on/off flag; got {value!r} (use true or false)")
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return value if isinstance(value, str) else _scalar(value)
+
+
+def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tuple[str, str | None]] = (), launcher: tuple[str, ...] | None = None, log: str | None = None) -> Plan:
+    """The relaunch of ``run`` with the fixes of the chosen findings, then ``--set`` on top."""
+    base, notes = pinned(run)
+    if not base:
+        raise UsageError(f"run {run.index} ({run.name}) has neither a server_args dump nor a launch command; cannot rebuild its launch")
+    if launcher is None:
+        launcher, lnotes = choose_launcher(run.launch_command)
+        notes = lnotes + notes
+    nnodes = (run.args or {}).get("nnodes")
+    if isinstance(nnodes, int) and nnodes > 1:
+        notes.append(f"a {nnodes}-node launch: this is the command of one node (node rank {(run.args or {}).get('node_rank', '?')}); start the other nodes the same way")
+    chosen, fnotes = choose_findings(findings, run.index, select)
+    notes = notes + fnotes
+    dump = dict(run.args or {})
+    final: dict[str, Any] = dict(base)
+    base_d = dict(base)
+    order = [f for f, _ in base]
+    changes: list[Change] = []
+    decided: dict[str, int] = {}  # flag -> index in changes of the change that holds
+
+    def apply(flag_name: str, value: Any, reason: str, source: str, strong: bool) -> None:
+        flag, field = normalize_flag(flag_name)
+        after = _coerce(value, _bool_field(field, dump, final), flag)
+        before = dump.get(field) if field in dump else base_d.get(flag)
+        origin = (run.arg_origins or {}).get(field) if field in dump else ("explicit" if flag in base_d else None)
+        cur = final.get(flag)
+        if after is None:
+            kind = "remove" if flag in final else "same"
+        elif flag in final and flag_words(flag, cur) == flag_words(flag, after):
+            kind = "same"
+        elif flag not in final and field in dump and _same(dump[field], after if not isinstance(after, list) else after):
+            kind = "pin"
+        else:
+            kind = "set"
+        ch = Change(flag, field, before, origin, after, reason, source, kind=kind)
+        if flag in decided:
+            prev = changes[decided[flag]]
+            if not strong:  # an earlier finding already decided this flag
+                changes.append(_replace(ch, applied=False))
+                return
+            changes[decided[flag]] = _replace(prev, applied=False)
+        decided[flag] = len(changes)
+        changes.append(ch)
+        if after is None:
+            final.pop(flag, None)
+        else:
+            if flag not in order:
+                order.append(flag)
+            final[flag] = after
+
+    for f in chosen:
+        for flag, value in f.fix.args.items():
+            apply(flag, value, f.fix.summary, f"{f.code} {f.name}", strong=False)
+    for flag, value in sets:
+        apply(flag, value, "--set", "--set", strong=True)
+    if not chosen and not list(sets):
+        notes.append("no fix to apply: the relaunch repeats the original command")
+    return Plan(
+        log=log or (run.files[0] if run.files else ""),
+        run=run.index,
+        run_name=run.name,
+        ending=run.ending.describe() if run.ending else None,
+        launcher=tuple(launcher),
+        original=tuple(base),
+        final=tuple((f, final[f]) for f in order if f in final),
+        changes=tuple(changes),
+        findings=tuple(f"{f.code} {f.name}" for f in chosen),
+        notes=tuple(notes),
+    )
+
+
+def _replace(ch: Change, **kw) -> Change:
+    from dataclasses import replace
+
+    return replace(ch, **kw)
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+# ------------------------------------------------------------------ text
+
+
+def command_lines(plan: Plan) -> list[tuple[str, str]]:
+    """The final command as (marker, text) lines, one flag per line; marker ``+``/``-``/`` `` against the original."""
+    orig = dict(plan.original)
+    fin = dict(plan.final)
+    lines: list[tuple[str, str]] = [(" ", " ".join(quote(w) for w in plan.launcher))]
+    ordered = list(dict.fromkeys([f for f, _ in plan.original] + [f for f, _ in plan.final]))
+    for f in ordered:
+        o = flag_words(f, orig[f]) if f in orig else []
+        n = flag_words(f, fin[f]) if f in fin else []
+        if o == n:
+            if n:
+                lines.append((" ", "  " + " ".join(quote(w) for w in n)))
+            continue
+        if o:
+            lines.append(("-", "  " + " ".join(quote(w) for w in o)))
+        if n:
+            lines.append(("+", "  " + " ".join(quote(w) for w in n)))
+    return lines
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan as text: what ran, what changes and why, the command (with +/- lines)."""
+    out = [f"run {plan.run} of {_display(plan.log)} ({_display(plan.run_name)}): {_display(plan.ending or 'no ending known')}"]
+    shown = [c for c in plan.applied if c.kind != "same"]
+    if shown:
+        out.append("changes:")
+        by_source: dict[str, list[Change]] = {}
+        for c in shown:
+            by_source.setdefault(c.source, []).append(c)
+        for source, cs in by_source.items():
+            reason = cs[0].reason
+            out.append(f"  {_display(source)}" + (f": {_display(reason)}" if reason and reason != source else ""))
+            for c in cs:
+                before = _show(c.before) + (f" ({c.before_origin})" if c.before_origin and c.before_origin != "explicit" else "")
+                after = "(removed)" if c.after is None else _show(c.after) + (" (pinned: same value, now explicit)" if c.kind == "pin" else "")
+                out.append(f"    {c.flag}: {_display(before)} -> {_display(after)}")
+    same = [c for c in plan.applied if c.kind == "same"]
+    if same:
+        out.append("already as suggested: " + ", ".join(f"{c.flag} {_display(_show(c.after)) if c.after is not None else '(unset)'}" for c in same))
+    skipped = [c for c in plan.changes if not c.applied]
+    if skipped:
+        out.append("not applied (another fix or --set decides the flag):")
+        for c in skipped:
+            out.append(f"    {c.flag} {_display(_show(c.after)) if c.after is not None else '(removed)'}  [{_display(c.source)}]")
+    for n in plan.notes:
+        out.append(f"note: {_display(n)}")
+    out.append("command:")
+    lines = command_lines(plan)
+    for i, (mark, text) in enumerate(lines):
+        cont = " \\" if i < len(lines) - 1 else ""
+        out.append(f"{mark} {text}{cont}")
+    return "\n".join(out)
+
+
+def _display(s: str) -> str:
+    """One display line: control characters (newlines...) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(s))
