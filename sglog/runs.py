@@ -805,6 +805,12 @@ def _ending(run: Run) -> Ending:
         e.kind in ("scheduler_exception", "oom") for e in run.events
     )
     ready = "server_ready" in kinds
+    sigterm = next((e for e in run.events if e.kind == "shutdown" and (e.get("variant") == "sigterm" or "SIGTERM received" in e.text)), None)
+    if crashed and sigterm is not None:
+        # a requested shutdown: children exiting with -15 and the SIGQUIT cleanup that follows are not a crash
+        errors_before = [e for e in run.events if e.kind in ("scheduler_exception", "oom", "fatal_error", "cpp_exception") and e.line < sigterm.line and e.file == sigterm.file]
+        if not errors_before:
+            return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if crashed:
         rc = root_cause(run.events)
         crash_phase = phase if not ready else "serving"

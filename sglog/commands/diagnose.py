@@ -1,3 +1,108 @@
-"""`sglog diagnose` (to be written)."""
+"""``sglog diagnose``: findings with evidence and a computed fix, per run."""
 
-from sglog.cli import app  # noqa: F401
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+
+
+class DiagnoseFormat(str, Enum):
+    rich = "rich"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+def use_color(stream) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def term_width(default: int = 120) -> int:
+    try:
+        return max(60, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        pass
+    try:
+        return max(60, os.get_terminal_size().columns)
+    except OSError:
+        return default
+
+
+@app.command()
+def diagnose(
+    logs: Annotated[list[str], typer.Argument(help="Log files (.log, .gz, .zst) or - for stdin; files of one launch merge into one run.")],
+    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", help="rich (terminal) or json.")] = DiagnoseFormat.rich,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
+    select: Annotated[Optional[list[str]], typer.Option("--select", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No summary line on stderr.")] = False,
+) -> None:
+    """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
+    import json
+
+    from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
+    from sglog.errors import NotSGLangLog, UsageError
+    from sglog.parse import parse_file
+    from sglog.runs import build_runs
+
+    try:  # check selectors before reading anything
+        from sglog.rules import choose
+
+        choose(select, ignore)
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+    parsed = [parse_file(p) for p in logs]
+    ok, coverage = looks_like_sglang(parsed)
+    if not ok:
+        bad = [f for f in coverage["files"] if not f["sglang"]]
+        raise NotSGLangLog("; ".join(not_sglang_message(f) for f in bad))
+    runs = build_runs(parsed)
+    try:
+        findings = diagnose_runs(runs, select=select, ignore=ignore)
+    except DiagnoseError as e:
+        raise UsageError(str(e.args[0])) from None
+    if fmt == DiagnoseFormat.json:
+        sys.stdout.write(json.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n")
+    else:
+        from sglog.render.diagnose import render_rich
+
+        sys.stdout.write(render_rich(runs, findings, coverage, color=use_color(sys.stdout), width=term_width()))
+    sys.stdout.flush()
+    if not quiet:
+        from sglog.render.diagnose import summary_line
+
+        sys.stderr.write(summary_line(runs, findings, coverage) + "\n")
+    raise SystemExit(exit_code(findings, fail_on.value))
+
+
+@app.command()
+def explain(
+    rule: Annotated[str, typer.Argument(help="A rule's name (draft-model-exceeds-static-pool) or code (SGL101).")],
+) -> None:
+    """Print a rule's documentation: what it finds, why it matters, evidence, fix, fix safety, example."""
+    from sglog.errors import UsageError
+    from sglog.render.diagnose import explain as render
+    from sglog.rules import get_rule
+
+    try:
+        r = get_rule(rule)
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+    text = render(r, color=use_color(sys.stdout), width=min(term_width(), 100))
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -1,3 +1,47 @@
-"""`sglog rules` (to be written)."""
+"""``sglog rules``: the registry, one line per rule (``sglog explain NAME`` prints one rule's docs)."""
 
-from sglog.cli import app  # noqa: F401
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+
+
+class RulesFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command()
+def rules(
+    fmt: Annotated[RulesFormat, typer.Option("--format", "-f", help="table or json.")] = RulesFormat.table,
+    select: Annotated[Optional[list[str]], typer.Option("--select", help="Only these rules: code, name or prefix.")] = None,
+) -> None:
+    """List the rules: code, name, severity, what each finds."""
+    import json
+
+    from sglog.commands.diagnose import term_width, use_color
+    from sglog.errors import UsageError
+    from sglog.rules import choose
+
+    try:
+        chosen = choose(select, None)
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+    if fmt == RulesFormat.json:
+        doc = {
+            "schema_version": 1,
+            "rules": [
+                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()}, "doc": r.doc}
+                for r in chosen
+            ],
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    from sglog.render.diagnose import rules_table
+
+    sys.stdout.write(rules_table(chosen, color=use_color(sys.stdout), width=term_width()))

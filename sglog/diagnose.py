@@ -1,0 +1,275 @@
+"""Runs -> findings: run every chosen rule on every run; decide whether the input is an SGLang log at all.
+
+Pipeline API (used by ``sglog diagnose``, ``sglog diff``, ``sglog report``)::
+
+    from sglog.diagnose import diagnose_runs, looks_like_sglang
+    ok, coverage = looks_like_sglang(parsed_logs)     # or runs
+    findings = diagnose_runs(runs, select=["SGL1"], ignore=["kv-headroom-wasted"])
+
+Rules are pure; this module is where the evidence text of batch-frame rows
+(which the fast path does not keep) is read back from the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterable
+
+from sglog.findings import SEVERITY_RANK, Evidence, Finding
+
+SCHEMA_VERSION = 1
+
+# event kinds only SGLang writes (foreign lines of known shape, e.g. uvicorn, NCCL, vLLM's logger, are not among them)
+SGLANG_KINDS = frozenset(
+    {
+        "server_args",
+        "weight_load_begin",
+        "weight_load_end",
+        "weight_load_committed",
+        "kv_cache_allocated",
+        "memory_pool_end",
+        "memory_summary",
+        "cuda_graph_capture_begin",
+        "cuda_graph_capture_end",
+        "cuda_graph_bs",
+        "prefill_batch",
+        "decode_batch",
+        "retraction",
+        "batch_oom",
+        "server_ready",
+        "init_dist_begin",
+        "init_dist_end",
+        "memory_baseline",
+        "sigquit",
+        "scheduler_dead",
+        "watchdog_timeout",
+        "launch_command",
+        "scheduler_exception",
+    }
+)
+
+
+class DiagnoseError(KeyError):
+    """An unknown rule selector or option (a usage error)."""
+
+
+# ------------------------------------------------------------------ rules over runs
+
+
+def diagnose_runs(runs, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None, options: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
+    """Findings of the chosen rules on every run, evidence text filled in, sorted by severity then run.
+
+    ``options`` maps a rule's name or code to option overrides:
+    ``{"cuda-graph-bs-oversized": {"ratio": 2.0}}``.
+    """
+    from sglog.rules import choose, get_rule
+
+    try:
+        rules = choose(select, ignore)
+        per_rule: dict[str, dict[str, Any]] = {}
+        for key, values in (options or {}).items():
+            rule = get_rule(key)
+            rule.resolve(values)  # unknown option names fail here
+            per_rule.setdefault(rule.name, {}).update(values)
+    except KeyError as e:
+        raise DiagnoseError(e.args[0] if e.args else str(e)) from None
+    findings: list[Finding] = []
+    for run in runs:
+        for rule in rules:
+            findings.extend(rule.check(run, per_rule.get(rule.name)))
+    findings = fill_evidence_text(findings)
+    order = {r.code: i for i, r in enumerate(rules)}
+    findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.run, order.get(f.code, 999)))
+    return findings
+
+
+def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
+    """Read the text of evidence lines the rules could not carry (batch-frame rows) from their files."""
+    from sglog.errors import InputError
+    from sglog.inputs import open_source, read_lines
+
+    wanted: dict[str, set[int]] = {}
+    for f in findings:
+        for e in f.evidence:
+            if e.text is None and e.line is not None and e.file and e.file != "-":
+                wanted.setdefault(e.file, set()).add(e.line)
+    texts: dict[tuple[str, int], str] = {}
+    for file, lines in wanted.items():
+        try:
+            got = read_lines(open_source(file), lines)
+        except (InputError, OSError):
+            continue
+        for n, t in got.items():
+            texts[(file, n)] = t
+    if not texts:
+        return findings
+    out = []
+    for f in findings:
+        if any(e.text is None and (e.file, e.line) in texts for e in f.evidence):
+            ev = tuple(replace(e, text=texts[(e.file, e.line)]) if e.text is None and (e.file, e.line) in texts else e for e in f.evidence)
+            f = replace(f, evidence=ev)
+        out.append(f)
+    return out
+
+
+# ------------------------------------------------------------------ is this an SGLang log?
+
+
+def _is_sglang_event(e) -> bool:
+    if e.kind in SGLANG_KINDS:
+        return True
+    if e.kind in ("http_access", "uvicorn_log") and e.ts is not None:  # SGLang prefixes uvicorn's lines with `[time] `
+        return True
+    if e.rank is not None:  # `[ts TP0]` prefixes are SGLang's
+        return True
+    if e.kind in ("traceback", "oom") and (e.get("component") or any("sglang" in str(fr.get("file") or "") for fr in e.get("frames") or [])):
+        return True
+    if e.kind == "pip_package" and e.get("package") == "sglang":
+        return True
+    return False
+
+
+def _file_stats(path: str, lines: int, blank: int, unparsed: int, sglang: int) -> dict[str, Any]:
+    nonblank = max(lines - blank, 0)
+    coverage = 1.0 if nonblank == 0 else round(1.0 - unparsed / nonblank, 4)
+    return {
+        "path": path,
+        "lines": lines,
+        "blank": blank,
+        "unparsed": unparsed,
+        "coverage": coverage,
+        "sglang_lines": sglang,
+        "sglang": sglang >= 1 and nonblank > 0,
+    }
+
+
+def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
+    """(every input looks like an SGLang server log, coverage document).
+
+    Accepts ``ParsedLog`` objects (``sglog.parse.parse_file``) or ``Run``
+    objects.  Coverage is the share of non-blank lines sglog understood; a
+    file is SGLang's if at least one of its lines is something only SGLang
+    writes (server args, startup steps, batch statistics, scheduler
+    tracebacks, a ``[time TPn]`` rank prefix).  A vLLM or TGI log, or an
+    unrelated program's output, has none, however much of it is parsed.
+    """
+    items = list(parsed_logs_or_runs)
+    files: list[dict[str, Any]] = []
+    for item in items:
+        if hasattr(item, "source"):  # ParsedLog
+            n = sum(e.end_line - e.line + 1 for e in item.events if _is_sglang_event(e))
+            n += item.batches.height if item.batches.height else 0
+            if item.access.height and "ts" in item.access.columns:
+                n += item.access.get_column("ts").drop_nulls().len()
+            files.append(_file_stats(item.path, item.lines, item.blank, item.unparsed, n))
+        else:  # Run
+            for file in item.files:
+                lo, hi = item.line_ranges.get(file, (1, 0))
+                evs = [e for e in item.events if e.file == file]
+                blank = sum(e.end_line - e.line + 1 for e in evs if e.kind == "blank")
+                unparsed = sum(e.end_line - e.line + 1 for e in evs if e.kind == "unparsed")
+                n = sum(e.end_line - e.line + 1 for e in evs if _is_sglang_event(e))
+                b = item.batches
+                import polars as pl
+
+                if b.height and "file" in b.columns:
+                    n += b.filter(pl.col("file") == file).height
+                a = item.access
+                if a.height and "file" in a.columns and "ts" in a.columns:
+                    n += a.filter((pl.col("file") == file) & pl.col("ts").is_not_null()).height
+                files.append(_file_stats(file, max(hi - lo + 1, 0), blank, unparsed, n))
+    lines = sum(f["lines"] for f in files)
+    nonblank = sum(f["lines"] - f["blank"] for f in files)
+    unparsed = sum(f["unparsed"] for f in files)
+    doc = {
+        "lines": lines,
+        "unparsed": unparsed,
+        "coverage": 1.0 if nonblank <= 0 else round(1.0 - unparsed / nonblank, 4),
+        "sglang_lines": sum(f["sglang_lines"] for f in files),
+        "files": files,
+    }
+    return bool(files) and all(f["sglang"] for f in files), doc
+
+
+def not_sglang_message(stats: dict[str, Any]) -> str:
+    """One line for a file that is not an SGLang log."""
+    nonblank = stats["lines"] - stats["blank"]
+    if nonblank <= 0:
+        return f"{stats['path']}: empty log (no non-blank lines)"
+    return (
+        f"{stats['path']} does not look like an SGLang log: none of its {nonblank} non-blank lines is SGLang's "
+        f"(server args, startup steps, batch statistics, scheduler errors); coverage {stats['coverage']:.1%} "
+        f"({nonblank - stats['unparsed']} lines understood, as other programs' output)"
+    )
+
+
+# ------------------------------------------------------------------ output document
+
+
+def run_summary(run) -> dict[str, Any]:
+    ending = run.ending
+    return {
+        "run": run.index,
+        "name": run.name,
+        "files": list(run.files),
+        "model": run.model,
+        "version": run.version,
+        "parallelism": run.parallelism,
+        "spec": run.spec,
+        "ending": None if ending is None else {"status": ending.status, "phase": ending.phase, "description": ending.describe()},
+    }
+
+
+def evidence_dict(e: Evidence) -> dict[str, Any]:
+    """``{"file", "line", "text"}``; a metric window (no line) carries its description as text."""
+    return {"file": e.file, "line": e.line, "text": e.text if e.line is not None else (e.note or e.text)}
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "name": f.name,
+        "severity": f.severity,
+        "message": f.message,
+        "run": f.run,
+        "evidence": [evidence_dict(e) for e in f.evidence],
+        "fix": f.fix.to_dict() if f.fix else None,
+    }
+
+
+def document(runs, findings: list[Finding], coverage: dict[str, Any]) -> dict[str, Any]:
+    """The ``--format json`` document (schema_version 1)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "runs": [run_summary(r) for r in runs],
+        "findings": [finding_dict(f) for f in findings],
+        "coverage": coverage,
+    }
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] += 1
+    return out
+
+
+def exit_code(findings: list[Finding], fail_on: str) -> int:
+    from sglog.errors import ExitCode
+
+    bar = SEVERITY_RANK[fail_on]
+    return int(ExitCode.FINDINGS) if any(SEVERITY_RANK[f.severity] >= bar for f in findings) else int(ExitCode.OK)
+
+
+def merged_args(findings: list[Finding], run_index: int) -> dict[str, str | None]:
+    """The args patch of a run's findings; the first (most severe) finding to set a flag wins."""
+    out: dict[str, str | None] = {}
+    for f in findings:
+        if f.run != run_index or f.fix is None:
+            continue
+        for flag, value in f.fix.args.items():
+            out.setdefault(flag, value)
+    return out
+
+
+__all__ = ["diagnose_runs", "looks_like_sglang", "document", "exit_code", "merged_args", "not_sglang_message", "Evidence"]

@@ -1,0 +1,306 @@
+"""Render a diagnosis (runs + findings) for a terminal; returns strings, the CLI writes them.
+
+Per run: a header (model, version, parallelism, speculative settings, how it
+ended), the findings by severity with evidence excerpts and line numbers and
+the fix, then the launch-command change, copy-pasteable.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from typing import Any
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.text import Text
+
+from sglog.findings import SEVERITY_RANK, Finding
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+EVIDENCE_WIDTH = 150
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def _clean(text: str) -> str:
+    """No trailing blanks (rich pads wrapped lines to the width)."""
+    return _TRAILING.sub(r"\1", text)
+
+
+def _console(color: bool, width: int) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, force_terminal=color, no_color=not color, color_system="standard" if color else None, highlight=False, emoji=False, soft_wrap=False)
+    return con, buf
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _parallelism(p: dict[str, int]) -> str:
+    parts = [f"{k.upper()}{v}" for k, v in p.items() if k != "nnodes" and (v != 1 or k == "tp")]
+    if p.get("nnodes", 1) > 1:
+        parts.append(f"{p['nnodes']} nodes")
+    return " ".join(parts) or "?"
+
+
+def _spec(spec: dict[str, Any] | None) -> str | None:
+    if not spec:
+        return None
+    algo = spec.get("algorithm")
+    bits = []
+    if spec.get("num_steps") is not None:
+        bits.append(f"{spec['num_steps']} step{'s' if spec['num_steps'] != 1 else ''}")
+    if spec.get("eagle_topk") is not None:
+        bits.append(f"topk {spec['eagle_topk']}")
+    if spec.get("num_draft_tokens") is not None:
+        bits.append(f"{spec['num_draft_tokens']} draft tokens")
+    return f"{algo}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def excerpt(text: str | None, note: str | None, width: int = EVIDENCE_WIDTH) -> str:  # noqa: C901
+    """One evidence line, shortened around what the note points at (``key=value``)."""
+    t = (text or "").replace("\t", " ").rstrip()
+    if len(t) <= width:
+        return t
+    if note:
+        keys = [part.split("=", 1)[0] + "=" for part in note.replace(",", " ").split() if "=" in part] or [note]
+        for key in keys:
+            i = t.find(key)
+            if i > 0:
+                head = t[: min(24, width // 4)]
+                start = max(len(head), i - 10)
+                piece = t[start : start + width - len(head) - 5]
+                return f"{head} … {piece}" + (" …" if start + len(piece) < len(t) else "")
+    return t[: width - 2] + " …"
+
+
+# ------------------------------------------------------------------ launch command
+
+
+def patch_command(command: str, args: dict[str, str | None]) -> str:
+    """Apply an args patch to a launch command (replace, add, remove flags)."""
+    from sglog import args as sargs
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    fields = {sargs.field_of(f): f for f in args}
+    out: list[str] = []
+    done: set[str] = set()
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--"):
+            name = w.split("=", 1)[0]
+            field = sargs.field_of(name)
+            j = i + 1
+            if "=" not in w:
+                while j < len(words) and not words[j].startswith("--"):
+                    j += 1
+            if field in fields:
+                flag = fields[field]
+                value = args[flag]
+                done.add(flag)
+                if value is not None:
+                    out.append(flag)
+                    if value != "true":
+                        out.append(value)
+                i = j
+                continue
+            out.extend(words[i:j])
+            i = j
+            continue
+        out.append(w)
+        i += 1
+    for flag, value in args.items():
+        if flag in done or value is None:
+            continue
+        out.append(flag)
+        if value != "true":
+            out.append(value)
+    return shlex.join(out)
+
+
+def command_change(run, args: dict[str, str | None]) -> list[str]:
+    """Copy-pasteable lines: the whole patched command if the log has it, else the flags."""
+    if not args:
+        return []
+    if run.launch_command:
+        return [patch_command(run.launch_command, args)]
+    add = [f"{k} {shlex.quote(v)}" if v != "true" else k for k, v in args.items() if v is not None]
+    rm = [k for k, v in args.items() if v is None]
+    lines = []
+    if add:
+        lines.append(" ".join(add))
+    if rm:
+        lines.append("remove: " + " ".join(rm))
+    return lines
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _ending(run) -> str:
+    from sglog.rules.lifecycle import phase_words
+
+    e = run.ending
+    if e is None:
+        return "?"
+    if e.status == "crashed" and e.root_cause is None and run.first("shutdown") is not None:
+        return "stopped (SIGTERM shutdown; the children's exit codes are the shutdown, not a crash)"
+    if e.status == "crashed":
+        rc = e.root_cause
+        what = ""
+        if rc is not None:
+            msg = (rc.get("exc_message") or "").strip().splitlines()
+            what = f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0][:90]}" if msg else "")
+        where = f" during {phase_words(e.phase)}" if e.phase and e.phase != "launch" else ""
+        return f"crashed{where}" + (f" ({what})" if what else "")
+    if e.status == "incomplete":
+        return f"log ends during {phase_words(e.phase)}"
+    return e.describe()
+
+
+def _indented(text: Text, left: int = 4) -> Padding:
+    return Padding(text, (0, 0, 0, left), expand=False)
+
+
+def _finding(f: Finding, files: set[str], width: int) -> list:
+    out: list = []
+    head = Text("  ")
+    head.append(f"{f.severity.upper():<7}", style=STYLE[f.severity])
+    head.append(f" {f.code} ", style="bold")
+    head.append(f.name, style="bold")
+    out.append(head)
+    out.append(_indented(Text(f.message)))
+    for e in f.evidence:
+        where = _basename(e.file) if len(files) <= 1 else e.file
+        if e.line is None:
+            t = Text("    ")
+            t.append(f"{where}: ", style="dim")
+            t.append(e.note or "", style="italic")
+            out.append(t)
+            continue
+        t = Text("    ", no_wrap=True, overflow="ellipsis")
+        loc = f"{where}:{e.line}"
+        t.append(loc, style="dim")
+        t.append("  ")
+        room = max(40, width - len(loc) - 7)
+        t.append(excerpt(e.text, e.note, room))
+        if e.note and e.text and len(e.text) + len(e.note) + 5 <= room:
+            t.append(f"   ({e.note})", style="dim italic")
+        out.append(t)
+    if f.fix is not None:
+        t = Text("fix: ", style="green")
+        t.append(f.fix.summary, style="")
+        out.append(_indented(t))
+        if f.fix.safety:
+            s = Text("safety: ", style="dim")
+            s.append(f.fix.safety, style="dim")
+            out.append(_indented(s))
+    return out
+
+
+def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None = None, *, color: bool = False, width: int = 120) -> str:
+    from sglog.diagnose import merged_args
+
+    con, buf = _console(color, width)
+    for k, run in enumerate(runs):
+        if k:
+            con.print()
+        mine = [f for f in findings if f.run == run.index]
+        title = Text(f"Run {run.index}", style="bold")
+        title.append(f"  {run.name}", style="bold")
+        lines = [title]
+        model = run.model or "?"
+        if run.model_class and run.model_class not in model:
+            model += f" ({run.model_class})"
+        lines.append(Text(f"  model        {model}"))
+        bits = f"  version      {run.version or '?'}    parallelism {_parallelism(run.parallelism)}"
+        spec = _spec(run.spec)
+        if spec:
+            bits += f"    speculative {spec}"
+        lines.append(Text(bits))
+        if run.ending is not None:
+            lines.append(Text(f"  ended        {_ending(run)}"))
+        con.print(Group(*lines))
+        con.print()
+        if not mine:
+            con.print(Text("  no findings", style="green"))
+            continue
+        files = set(run.files)
+        for f in sorted(mine, key=lambda f: -SEVERITY_RANK[f.severity]):
+            con.print(Group(*_finding(f, files, width)))
+            con.print()
+        change = command_change(run, merged_args(mine, run.index))
+        if change:
+            con.print(Text("  Suggested launch command change:", style="bold"))
+            for line in change:
+                con.print(Text("    " + line), soft_wrap=True, crop=False, overflow="ignore")
+    return _clean(buf.getvalue())
+
+
+def summary_line(runs, findings: list[Finding], coverage: dict[str, Any] | None = None) -> str:
+    from sglog.diagnose import counts
+
+    c = counts(findings)
+    n = len(findings)
+    cov = f"; coverage {coverage['coverage']:.1%} of {coverage['lines']} lines" if coverage else ""
+    return (
+        f"sglog: {len(runs)} run{'s' if len(runs) != 1 else ''}, {n} finding{'s' if n != 1 else ''} "
+        f"({c['error']} error{'s' if c['error'] != 1 else ''}, {c['warning']} warning{'s' if c['warning'] != 1 else ''}, {c['info']} info){cov}"
+    )
+
+
+# ------------------------------------------------------------------ rules and their docs
+
+
+def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
+    from rich.table import Table
+
+    from sglog.rules import GROUPS
+
+    con, buf = _console(color, width)
+    t = Table(show_edge=False, box=None, pad_edge=False)
+    for col in ("code", "name", "severity", "what it finds"):
+        t.add_column(col, overflow="fold" if col == "what it finds" else "ellipsis", no_wrap=col != "what it finds")
+    group = None
+    for r in rules:
+        g = GROUPS.get(r.code[:4])
+        if g != group and g:
+            t.add_row("", Text(g, style="bold underline"), "", "")
+            group = g
+        t.add_row(r.code, r.name, Text(r.severity, style=STYLE[r.severity]), r.summary)
+    con.print(t)
+    return _clean(buf.getvalue())
+
+
+def rule_doc_markdown(rule) -> str:
+    """A rule's documentation as Markdown (what ``sglog explain`` prints)."""
+    from sglog.rules import DOC_SECTIONS
+
+    out = [f"# {rule.code} {rule.name} ({rule.severity})", "", rule.summary, ""]
+    for section in DOC_SECTIONS:
+        out += [f"## {section}", "", rule.doc.get(section, "").strip(), ""]
+    if rule.options:
+        out += ["## Options", ""]
+        for k, o in rule.options.items():
+            out.append(f"- `{k}` = `{o.default}`: {o.help}")
+        out.append("")
+    return "\n".join(out)
+
+
+def explain(rule, *, color: bool = False, width: int = 100) -> str:
+    text = rule_doc_markdown(rule)
+    if not color:
+        return text
+    from rich.markdown import Markdown
+
+    con, buf = _console(color, width)
+    con.print(Markdown(text))
+    return _clean(buf.getvalue())

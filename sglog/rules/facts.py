@@ -1,0 +1,498 @@
+"""Facts about a run that several rules share: the crash and who explains it, CUDA-graph sizes,
+speculative settings, version bounds, the steady decode window.
+
+Pure functions of a :class:`~sglog.runs.Run`.  The crash *classification* is
+here (not in each rule) so that exactly one rule claims a crash: the specific
+rule when one applies, otherwise `crash`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+ERROR_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception")
+STARTUP_PHASES = ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture", "warmup", "launch")
+CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
+DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
+
+# -------------------------------------------------------------- text classification tables
+# Exception texts that name a class of failure.  (These read the *message* of a
+# traceback, a typed field; the syntax of the lines lives in the grammar.)
+NCCL_PATTERNS = (
+    "nccl error",
+    "ncclinternalerror",
+    "ncclsystemerror",
+    "ncclremoteerror",
+    "nccl communicator",
+    "processgroupnccl",
+    "collective operation timeout",
+    "nccl watchdog",
+    "nccl timeout",
+    "socketpollconnect",
+)
+ILLEGAL_MEMORY_PATTERNS = (
+    "illegal memory access",
+    "an illegal instruction was encountered",
+    "misaligned address",
+    "hsa_status_error_exception",
+    "memory access fault by gpu",
+    "unspecified launch failure",
+)
+ARCH_PATTERNS = (
+    "no kernel image is available",
+    "unsupported architecture",
+    "not supported in this architecture",
+    "is only supported on blackwell",
+    "backends are supported on blackwell",
+    "requires gpus with sm",
+    "no supported cuda architectures found",
+    "torchsymmmemcommunicator: device capability",
+    "sm120",
+    "sm_120",
+    "sm_121",
+)
+MISSING_DEP_TYPES = ("ImportError", "ModuleNotFoundError")
+NOT_ENOUGH_MEMORY = ("not enough memory. please try to increase --mem-fraction-static", "leave no gpu memory for the kv cache", "not enough gpu memory for hybrid")
+CAPTURE_FAILED = ("capture cuda graph failed", "capture prefill cuda graph failed")
+IMBALANCE = ("memory capacity is unbalanced",)
+OOM_PATTERNS = ("out of memory", "outofmemoryerror")
+
+
+def lower_blob(e) -> str:
+    """Exception types and messages of an error event, lower-cased (the whole block if it has none)."""
+    parts = []
+    for x in e.get("exceptions") or []:
+        parts.append(f"{x.get('type') or ''}: {x.get('message') or ''}")
+    if e.get("exc_type") and not parts:
+        parts.append(f"{e.get('exc_type')}: {e.get('exc_message') or ''}")
+    if not parts or e.kind in ("fatal_error", "cpp_exception"):
+        parts.append(e.text or "")
+    return "\n".join(parts).lower()
+
+
+def has_any(text: str, patterns) -> bool:
+    return any(p in text for p in patterns)
+
+
+def frame_functions(e) -> list[str]:
+    return [str(f.get("function") or "") for f in (e.get("frames") or [])]
+
+
+def frame_files(e) -> list[str]:
+    return [str(f.get("file") or "") for f in (e.get("frames") or [])]
+
+
+def is_sglang_traceback(e) -> bool:
+    return bool(e.get("component")) or any("sglang" in f for f in frame_files(e))
+
+
+def is_oom(e) -> bool:
+    return e.kind == "oom" or has_any(lower_blob(e), OOM_PATTERNS)
+
+
+def in_capture_frames(e) -> bool:
+    fns = frame_functions(e)
+    files = frame_files(e)
+    return any("cuda_graph_runner" in f or "graph_runner" in f for f in files) or any(fn in ("capture", "capture_one_batch_size", "init_cuda_graphs", "init_device_graphs") for fn in fns)
+
+
+# -------------------------------------------------------------- crash
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The root cause of a crash and the rule that explains it."""
+
+    event: Any  # the root-cause Event
+    phase: str | None  # startup phase (or "serving") the crash happened in
+    category: str  # the owning rule's name
+    text: str  # lower-cased exception text
+    truncated: bool  # the traceback's exception line is missing
+
+
+def _significant_after(run, line_file: tuple[str, int]) -> bool:
+    """Did the server become ready or log batches after this point?"""
+    file, line = line_file
+    for e in run.events:
+        if e.kind == "server_ready" and e.file == file and e.line > line:
+            return True
+    b = run.batches
+    if b.height and "line" in b.columns and "file" in b.columns:
+        return b.filter((pl.col("file") == file) & (pl.col("line") > line)).height > 0
+    return False
+
+
+def error_events(run) -> list:
+    out = []
+    for e in run.events:
+        if e.kind not in ERROR_KINDS:
+            continue
+        if e.kind == "traceback":
+            if e.get("component") == "logging" or e.get("exc_type") in ("EOFError", "KeyboardInterrupt", "BrokenPipeError"):
+                continue
+            if not is_sglang_traceback(e) and not e.get("exc_type"):
+                continue
+        out.append(e)
+    return out
+
+
+def crash(run) -> Crash | None:
+    """The crash of a run (None if it did not crash), with its root cause and owner.
+
+    A run crashed if `run.ending` says so and it has a root-cause error, or
+    if it logged an SGLang traceback after which the server never became ready
+    nor served (a log cut right after a traceback)."""
+    ending = run.ending
+    rc = None
+    if ending is not None and ending.status == "crashed" and ending.root_cause is not None:
+        rc = ending.root_cause
+        if rc.kind == "traceback" and not is_sglang_traceback(rc) and not rc.get("exc_type"):
+            rc = None
+    if rc is None:
+        errs = error_events(run)
+        if not errs:
+            return None
+        ready = any(e.kind == "server_ready" for e in run.events)
+        first = errs[0]
+        if ready and _significant_after(run, (first.file, first.line)):
+            # errors while serving that the server survived are not a crash
+            if not (ending is not None and ending.status == "crashed"):
+                return None
+        if ending is not None and ending.status in ("serving", "ready", "stopped") and _significant_after(run, (first.file, first.line)):
+            return None
+        rc = first
+    phase = crash_phase(run, rc)
+    text = context_text(run, rc)
+    truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
+    return Crash(rc, phase, classify(run, rc, phase, text, truncated), text, truncated)
+
+
+def crash_phase(run, rc) -> str | None:
+    ready = [e for e in run.events if e.kind == "server_ready"]
+    if ready and (rc.ts is None or ready[0].ts is None or ready[0].ts <= rc.ts) and (ready[0].file != rc.file or ready[0].line < rc.line):
+        return "serving"
+    if run.batches.height and "line" in run.batches.columns:
+        before = run.batches.filter((pl.col("file") == rc.file) & (pl.col("line") < rc.line)) if "file" in run.batches.columns else run.batches
+        if before.height and not run.startup.phases:
+            return "serving"
+    if run.ending is not None and run.ending.status == "crashed" and run.ending.phase:
+        return run.ending.phase
+    # the last phase that began before the error, on the error's rank when it has one
+    phases = run.startup.phases if run.startup else {}
+    label = rc.rank.label if rc.rank else None
+    last = None
+    for name in ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture"):
+        ph = phases.get(name)
+        if not ph:
+            continue
+        if label and label in ph.per_rank:
+            last = name
+        elif not label:
+            last = name
+    if last is None and run.ending is not None:
+        return run.ending.phase
+    return last
+
+
+def classify(run, rc, phase: str | None, text: str, truncated: bool) -> str:
+    """The name of the rule that explains this crash."""
+    if any(e.kind == "watchdog_timeout" and not e.get("soft") for e in run.events):
+        return "watchdog-timeout"
+    if has_any(text, IMBALANCE):
+        return "tp-memory-imbalance"
+    if has_any(text, NCCL_PATTERNS):
+        return "nccl-timeout"
+    if has_any(text, ILLEGAL_MEMORY_PATTERNS):
+        return "illegal-memory-access"
+    if has_any(text, ARCH_PATTERNS):
+        return "unsupported-gpu-arch"
+    if any("torch_symm_mem" in f for f in frame_files(rc)) and (rc.get("exc_type") or "").endswith("KeyError"):
+        return "unsupported-gpu-arch"  # older builds index the symm-mem size table by the major version: KeyError: 12 on SM12x
+    if rc.get("exc_type") in MISSING_DEP_TYPES or any((x.get("type") or "").rsplit(".", 1)[-1] in MISSING_DEP_TYPES for x in rc.get("exceptions") or []):
+        return "missing-dependency"
+    spec_auto = is_spec(run) and run.origin("mem_fraction_static") != "explicit"
+    if has_any(text, NOT_ENOUGH_MEMORY):
+        return "draft-model-exceeds-static-pool" if spec_auto else "kv-pool-starved-by-weights"
+    capture = (phase in CAPTURE_PHASES and _rank_began(run, rc, phase)) or has_any(text, CAPTURE_FAILED) or in_capture_frames(rc)
+    if not truncated and is_oom(rc):
+        if spec_auto and (phase in DRAFT_PHASES or "init_memory_pool" in frame_functions(rc)):
+            return "draft-model-exceeds-static-pool"
+        if capture:
+            return "cuda-graph-capture-oom"
+        if phase == "serving":
+            return "runtime-oom"
+        if phase in ("weight_load", "distributed_init") or any(fn in ("load_model", "load_weights") for fn in frame_functions(rc)):
+            return "weights-exceed-gpu-memory"
+        return "startup-oom"
+    if not truncated and capture and (has_any(text, CAPTURE_FAILED) or in_capture_frames(rc)):
+        return "cuda-graph-capture-failed"
+    if any(e.kind == "nccl_log" and str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events):
+        return "nccl-timeout"  # an unspecific crash after NCCL/NVSHMEM errors
+    return "crash"
+
+
+def _rank_began(run, rc, phase: str | None) -> bool:
+    """Had the error's rank begun this phase?  (Another rank's progress does not count.)"""
+    if rc.rank is None or run.startup is None:
+        return True
+    ph = run.startup.phases.get(phase or "")
+    if ph is None:
+        return False
+    labelled = [label for label in ph.per_rank if label != "-"]
+    return rc.rank.label in ph.per_rank or not labelled
+
+
+def context_text(run, rc, before: int = 5) -> str:
+    """Lower-cased exception text plus the unstructured lines just before it (e.g. a HIP/HSA abort line)."""
+    parts = [lower_blob(rc)]
+    for e in run.events:
+        if e.file == rc.file and rc.line - before <= e.line < rc.line and e.kind not in ("blank", "http_access", "progress", "python_warning"):
+            parts.append((e.text or "").lower())
+    return "\n".join(parts)
+
+
+# -------------------------------------------------------------- arguments and settings
+
+
+def arg(run, name: str, default: Any = None) -> Any:
+    v = run.args.get(name, default)
+    return default if v is None else v
+
+
+def num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, (int, float)):
+        return float(x) if math.isfinite(float(x)) else None
+    return None
+
+
+def tp_size(run) -> int:
+    v = run.args.get("tp_size")
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return run.parallelism.get("tp", 1)
+
+
+def is_spec(run) -> bool:
+    algo = run.args.get("speculative_algorithm")
+    return bool(algo) and str(algo).upper() not in ("NONE", "")
+
+
+def spec_algo(run) -> str | None:
+    algo = run.args.get("speculative_algorithm")
+    return str(algo).upper() if algo else None
+
+
+def spec_steps(run) -> tuple[int | None, int | None, int | None]:
+    def i(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return i(run.args.get("speculative_num_steps")), i(run.args.get("speculative_eagle_topk")), i(run.args.get("speculative_num_draft_tokens"))
+
+
+def version_bounds(run) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(lowest, highest) SGLang version the log's formats allow; None where unknown."""
+    v = run.version
+    if not v or v == "mixed":
+        return None, None
+
+    def parse(s: str) -> tuple[int, ...] | None:
+        nums = re.findall(r"\d+", s.split("post")[0])
+        return tuple(int(x) for x in nums[:3]) if nums else None
+
+    if v.startswith(">="):
+        return parse(v[2:]), None
+    if v.startswith("<="):
+        return None, parse(v[2:])
+    if "-" in v:
+        a, b = v.split("-", 1)
+        return parse(a), parse(b)
+    p = parse(v)
+    return p, p
+
+
+def at_least(run, version: tuple[int, ...]) -> bool | None:
+    lo, hi = version_bounds(run)
+    if lo is not None and lo >= version:
+        return True
+    if hi is not None and hi < version:
+        return False
+    return None
+
+
+# -------------------------------------------------------------- CUDA graphs
+
+
+def captured_bs(run) -> list[int]:
+    """Batch sizes of the target's decode CUDA graphs, as far as the log tells."""
+    for e in run.events:
+        if e.kind == "cuda_graph_bs" and isinstance(e.get("bs"), list):
+            return _ints(e.get("bs"))
+    for e in run.events:
+        if e.kind in ("cuda_graph_capture_begin", "cuda_graph_capture_end") and e.get("role", "target") == "target" and e.get("stage", "decode") in ("decode", "verify") and isinstance(e.get("bs"), list):
+            return _ints(e.get("bs"))
+    v = run.args.get("cuda_graph_bs")
+    if isinstance(v, list) and v:
+        return _ints(v)
+    return []
+
+
+def _ints(xs) -> list[int]:
+    return sorted({int(x) for x in xs if isinstance(x, (int, float)) and not isinstance(x, bool)})
+
+
+def max_graph_bs(run) -> int | None:
+    v = run.args.get("cuda_graph_max_bs")
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v
+    bs = captured_bs(run)
+    return max(bs) if bs else None
+
+
+def graphs_disabled(run) -> bool:
+    return run.args.get("disable_cuda_graph") is True or run.args.get("cuda_graph_backend_decode") == "disabled"
+
+
+def round_up_capture(n: float, sizes: list[int] | None = None) -> int:
+    """The smallest captured size >= n, or SGLang's default grid (8-step to 256, 16-step above)."""
+    if sizes:
+        above = [s for s in sizes if s >= n]
+        if above:
+            return min(above)
+    n = max(1, math.ceil(n))
+    if n <= 8:
+        return 1 << (n - 1).bit_length()
+    step = 8 if n <= 256 else 16
+    return int(math.ceil(n / step) * step)
+
+
+# -------------------------------------------------------------- decode window
+
+
+def decode_rows(run) -> pl.DataFrame:
+    """Decode rows with a `steady` column (after warm-up, requests running)."""
+    from sglog import timeline
+
+    return timeline.decode_frame(run)
+
+
+def steady(run) -> pl.DataFrame:
+    d = decode_rows(run)
+    if d.height == 0:
+        return d
+    s = d.filter(pl.col("steady"))
+    return s if s.height else d
+
+
+def col(frame: pl.DataFrame, name: str) -> pl.Series | None:
+    if frame.height == 0 or name not in frame.columns:
+        return None
+    s = frame.get_column(name).drop_nulls()
+    return s if s.len() else None
+
+
+def usage_col(frame: pl.DataFrame) -> str | None:
+    for c in ("token_usage", "full_token_usage"):
+        if c in frame.columns and frame.get_column(c).drop_nulls().len():
+            return c
+    return None
+
+
+def rows(frame: pl.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    f = frame if limit is None else frame.head(limit)
+    keep = [c for c in f.columns if c in ("file", "line", "ts", "running_req", "queue_req", "token_usage", "full_token_usage", "gen_throughput", "accept_len", "accept_rate", "cuda_graph", "kind", "new_token", "rank")]
+    return f.select(keep).to_dicts()
+
+
+def line_span(frame: pl.DataFrame) -> str:
+    if frame.height == 0 or "line" not in frame.columns:
+        return ""
+    lines = frame.get_column("line")
+    return f"lines {lines.min()}-{lines.max()}"
+
+
+def serving_minutes(run) -> float | None:
+    b = run.batches
+    if b.height == 0 or "ts" not in b.columns:
+        return None
+    ts = b.get_column("ts").drop_nulls()
+    if ts.len() < 2:
+        return None
+    return (ts.max() - ts.min()).total_seconds() / 60.0
+
+
+def server_args_event(run):
+    return run.first("server_args")
+
+
+# -------------------------------------------------------------- where a startup stopped
+
+_NEXT = {
+    "distributed_init": "weight_load",
+    "weight_load": "kv_pool",
+    "kv_pool": "cuda_graph_capture",
+    "cuda_graph_capture": "warmup",
+    "draft_weight_load": "draft_kv_pool",
+    "draft_kv_pool": "draft_cuda_graph_capture",
+    "draft_cuda_graph_capture": "warmup",
+}
+
+
+def last_startup_phase(run):
+    """(phase the log stops in, the event that began it) from the order of the startup lines.
+
+    The phase of the latest begin line; if every rank that began it also
+    finished it, the step after it (nothing of that step logged yet)."""
+    began: dict[str, set[str]] = {}
+    ended: dict[str, set[str]] = {}
+    first: dict[str, Any] = {}
+    loads: dict[str, int] = {}
+    current = None
+    for e in run.events:
+        r = e.rank.label if e.rank else "-"
+        k = e.kind
+        ph = None
+        end = False
+        if k == "init_dist_begin":
+            ph = "distributed_init"
+        elif k == "init_dist_end":
+            ph, end = "distributed_init", True
+        elif k == "weight_load_begin":
+            loads[r] = loads.get(r, 0) + 1
+            ph = "weight_load" if loads[r] == 1 else "draft_weight_load"
+        elif k == "weight_load_end":
+            ph, end = ("weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"), True
+        elif k in ("kv_cache_allocated",):
+            ph = "kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"
+        elif k == "memory_pool_end":
+            ph, end = ("kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"), True
+        elif k == "cuda_graph_capture_begin":
+            ph = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
+        elif k == "cuda_graph_capture_end":
+            ph, end = ("draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"), True
+        elif k == "memory_summary":
+            ph = "warmup"
+        if ph is None:
+            continue
+        if end:
+            ended.setdefault(ph, set()).add(r)
+            began.setdefault(ph, set())
+        else:
+            began.setdefault(ph, set()).add(r)
+            first.setdefault(ph, e)
+            current = ph
+        if current is None:
+            current = ph
+    if current is None:
+        return None, None
+    if current != "warmup" and began.get(current) and began[current] <= ended.get(current, set()):
+        nxt = _NEXT.get(current, "warmup")
+        return nxt, first.get(current)
+    return current, first.get(current)
