@@ -688,7 +688,7 @@ def _startup(run: Run) -> Startup:
             phases[kv].per_rank.setdefault(r, RankPhase(e.ts, None))
         elif k == "memory_pool_end":
             pools[r] = pools.get(r, 0) + 1
-            name = "draft_kv_pool" if r in phases["draft_weight_load"].per_rank else "kv_pool"
+            name = "kv_pool" if pools[r] == 1 else "draft_kv_pool"  # the target's pool is set up first (DFLASH loads its draft earlier)
             rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
             rp.end = e.ts
         elif k == "cuda_graph_capture_begin":
@@ -719,6 +719,7 @@ def _is_draft_class(name: Any) -> bool:
 def _memory(run: Run) -> MemoryBudget:
     per: dict[str, dict[str, float | None]] = {}
     loads: dict[str, int] = {}
+    pools: dict[str, int] = {}
     for e in run.events:
         r = e.rank.label if e.rank else "-"
         d = per.setdefault(r, {})
@@ -739,12 +740,14 @@ def _memory(run: Run) -> MemoryBudget:
             size = e.get("kv_size")
             if size is None and e.get("k_size") is not None:
                 size = (e.get("k_size") or 0) + (e.get("v_size") or 0)
-            draft = loads.get(r, 1) > 1
+            draft = pools.get(r, 0) >= 1  # KV lines after the first `Memory pool end` belong to the draft
             key, tkey = ("draft_kv_gb", "draft_kv_tokens") if draft else ("kv_gb", "kv_tokens")
             if size is not None:
                 d[key] = (d.get(key) or 0) + size
             if e.get("tokens") is not None and d.get(tkey) is None:
                 d[tkey] = e.get("tokens")
+        elif k == "memory_pool_end":
+            pools[r] = pools.get(r, 0) + 1
         elif k == "cuda_graph_capture_end":
             key = "draft_cuda_graph_gb" if e.get("role") == "draft" else "cuda_graph_gb"
             if e.get("mem_usage") is not None:

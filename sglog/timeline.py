@@ -103,6 +103,10 @@ def windows(run, every: str = "10s") -> pl.DataFrame:
         b = b.join(steady, on=["line", "file"], how="left")
     else:
         b = b.with_columns(pl.lit(None, dtype=pl.Boolean).alias("steady"))
+    if "token_usage" not in b.columns and "full_token_usage" in b.columns:  # hybrid SWA / mamba models
+        b = b.with_columns(pl.col("full_token_usage").alias("token_usage"))
+    elif "full_token_usage" in b.columns:
+        b = b.with_columns(pl.coalesce("token_usage", "full_token_usage").alias("token_usage"))
     for col, dtype in (("gen_throughput", pl.Float64), ("input_throughput", pl.Float64), ("running_req", pl.Int64), ("queue_req", pl.Int64), ("token_usage", pl.Float64), ("cuda_graph", pl.Boolean), ("accept_len", pl.Float64)):
         if col not in b.columns:
             b = b.with_columns(pl.lit(None, dtype=dtype).alias(col))

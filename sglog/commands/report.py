@@ -1,3 +1,74 @@
-"""`sglog report` (to be written)."""
+"""``sglog report``: a Markdown post-mortem with charts (PNG, SVG) and a self-contained HTML page."""
 
-from sglog.cli import app  # noqa: F401
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from sglog.cli import app
+
+
+@app.command()
+def report(
+    logs: Annotated[list[str], typer.Argument(help="Log file(s) of one launch (one per node); .log, .gz, .zst.")],
+    compare: Annotated[Optional[str], typer.Option("--compare", help="A second log to compare with (B).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Directory to write the report into (default: reports/<log name>/).")] = None,
+    run: Annotated[Optional[int], typer.Option("--run", help="Report launch N of the log (default: the last one).")] = None,
+    compare_run: Annotated[Optional[int], typer.Option("--compare-run", help="Launch N of the --compare log (default: the last one).")] = None,
+    no_images: Annotated[bool, typer.Option("--no-images", help="Skip PNG/SVG rendering (Markdown, chart specs and HTML only).")] = False,
+    no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page.")] = False,
+) -> None:
+    """Write a post-mortem: index.md with charts as PNG and SVG, and index.html; print the path of index.md."""
+    from sglog.report import collect, render_files
+    from sglog.report.escape import safe_name
+
+    rep = collect(logs, run=run, compare=[compare] if compare else None, compare_run=compare_run)
+    if output is None:
+        name = safe_name(Path(logs[0]).name.split(".")[0] if logs[0] != "-" else "stdin")
+        if compare:
+            name = safe_name(f"{name}-vs-{Path(compare).name.split('.')[0]}")
+        output = Path("reports") / name
+    files = render_files(rep, png=not no_images, svg=not no_images, html=not no_html)
+    for name, data in files.items():
+        write_inside(output, name, data)
+    sys.stderr.write(f"sglog: wrote {len(files)} files for {len(rep.subjects)} run(s) into {output}\n")
+    sys.stdout.write(f"{output / 'index.md'}\n")
+
+
+def write_inside(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``directory/name`` atomically; ``name`` must be a plain file name and the result stay inside.
+
+    The file is written next to its target and renamed over it, so a symlink
+    planted at the target is replaced, never followed.
+    """
+    from sglog.errors import UsageError
+    from sglog.report.escape import safe_name
+
+    if name != safe_name(name) or name in (".", ".."):
+        raise UsageError(f"refusing to write a report file named {name!r}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{directory}: cannot create the output directory ({e.strerror or e})") from None
+    if not directory.is_dir():
+        raise UsageError(f"{directory}: not a directory")
+    root = directory.resolve()
+    target = root / name
+    if target.parent != root:
+        raise UsageError(f"refusing to write outside {directory}")
+    fd, tmp = tempfile.mkstemp(prefix=".sglog-", dir=root)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target

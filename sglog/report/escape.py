@@ -12,8 +12,10 @@ names, evidence lines) goes through one of these before it reaches the report:
 * ``code_block(lines)``: a fenced block, same rule for the fence.
 * ``safe_name(text)``: a file or directory name made of ``[A-Za-z0-9._-]``.
 
->>> inline("**bold** <script>alert(1)</script> | x")
-'\\\\*\\\\*bold\\\\*\\\\* &lt;script&gt;alert\\\\(1\\\\)&lt;/script&gt; \\\\| x'
+>>> print(inline("**bold** <script>alert(1)</script> | x"))
+\\*\\*bold\\*\\* &lt;script&gt;alert(1)&lt;/script&gt; \\| x
+>>> print(inline("# not a heading"))
+\\# not a heading
 >>> code("a `b` c")
 '`` a `b` c ``'
 >>> safe_name("../../etc/passwd")
@@ -27,7 +29,9 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # C0/C1 controls except tab; bidi overrides and isolates; zero-width marks that hide text
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_MD_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$:^=\"'])")
+_MD_PUNCT = re.compile(r"([\\`*_\[\]#|~$])")  # meaningful anywhere in a line
+# meaningful at the start of a line: list markers (followed by a space), thematic breaks, setext underlines
+_BLOCK_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)|^([-+=])(?=[\s\-+=]|$)")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -47,15 +51,20 @@ def clean(text: str) -> str:
 
 def inline(text: object) -> str:
     """Text as a Markdown inline: every meaningful character escaped, one line."""
-    s = clean(str(text)).replace("\n", " ").replace("\t", " ")
+    s = clean(str(text)).replace("\n", " ").replace("\t", " ").strip()
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_PUNCT.sub(r"\\\1", s)
+    s = _MD_PUNCT.sub(r"\\\1", s)
+    return _BLOCK_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(1) else f"\\{m.group(3)}", s)
 
 
-def code(text: object) -> str:
-    """Text as an inline code span (literal, nothing inside is interpreted)."""
+def code(text: object, in_table: bool = False) -> str:
+    """Text as an inline code span (literal, nothing inside is interpreted).
+
+    In a GFM table row a '|' ends the cell even inside a code span unless escaped.
+    """
     s = clean(str(text)).replace("\n", " ").replace("\t", " ")
-    # a code span cannot hold a '|' inside a GFM table row: callers in tables use inline()
+    if in_table:
+        s = s.replace("|", "\\|")
     longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if (s.startswith("`") or s.endswith("`") or longest) else ""
@@ -68,11 +77,6 @@ def code_block(lines: list[str] | str, info: str = "text") -> str:
     longest = max((len(m) for m in _BACKTICKS.findall(body)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{body}\n{fence}"
-
-
-def table_cell(text: object) -> str:
-    """Inline text for a GFM table cell (pipes escaped as well)."""
-    return inline(text)
 
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

@@ -1,0 +1,462 @@
+"""Chart specs (Vega-Lite, built with altair) for a post-mortem, and their PNG/SVG renderings.
+
+The builders are pure: report data in, a spec dict out, the same dict for the
+same input (snapshotted as JSON).  Rendering goes through vl-convert, which
+needs neither a browser nor the network.
+
+* ``startup``: a Gantt chart of the startup phases (one row per phase, or one
+  row per rank for multi-rank runs), seconds since launch.
+* ``memory``: the GPU memory budget as a waterfall, free memory at weight load
+  -> weights -> draft -> KV cache -> CUDA graphs -> free, with the static pool
+  (``mem_fraction_static`` x total) drawn as a line.
+* ``serving``: aggregated windows (never more than ~500 per run): decode
+  throughput, running / queued requests, KV token usage, CUDA-graph coverage
+  and, for speculative runs, accept length; retractions marked.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sglog.report.model import Report, Subject
+
+WIDTH = 640
+PHASE_LABELS = {
+    "distributed_init": "distributed init",
+    "weight_load": "weight load",
+    "kv_pool": "KV cache pool",
+    "cuda_graph_capture": "CUDA graph capture",
+    "draft_weight_load": "draft weight load",
+    "draft_kv_pool": "draft KV cache pool",
+    "draft_cuda_graph_capture": "draft CUDA graph capture",
+}
+RUN_COLORS = ("#4c78a8", "#f58518")
+
+
+def _alt():
+    import altair as alt
+
+    return alt
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def _subtitle(report: Report) -> list[str]:
+    return [s.title for s in report.subjects]
+
+
+def crash_point(s: Subject) -> tuple[datetime, str] | None:
+    """When a crashed run died (its root cause's time, else the log's last) and the exception's name."""
+    e = s.run.ending
+    if e is None or e.status != "crashed":
+        return None
+    rc = e.root_cause
+    at = (rc.ts if rc is not None else None) or e.last_ts
+    if at is None:
+        return None
+    return at, str((rc.get("exc_type") or rc.kind) if rc is not None else "unknown cause")[:80]
+
+
+# ------------------------------------------------------------------ startup
+
+
+def startup_rows(s: Subject) -> list[dict[str, Any]]:
+    """One row per (rank, phase): start and end in seconds since launch; unfinished phases run to the log's end."""
+    from sglog.runs import PHASES, _rank_key
+
+    st = s.run.startup
+    if st is None or not st.phases or st.launch is None:
+        return []
+    t0 = st.launch
+    last = st.ready or (s.run.ending.last_ts if s.run.ending else None)
+    rows = []
+    for name in PHASES:
+        ph = st.phases.get(name)
+        if ph is None:
+            continue
+        for rank, rp in sorted(ph.per_rank.items(), key=lambda kv: _rank_key(kv[0])):
+            start = rp.start or ph.start
+            end = rp.end
+            if start is None:
+                continue
+            finished = end is not None
+            if end is None:
+                end = last if last and last >= start else start
+            a = (start - t0).total_seconds()
+            b = (end - t0).total_seconds()
+            rows.append(
+                {
+                    "run": s.label or s.run.name,
+                    "rank": rank if rank != "-" else "all",
+                    "phase": PHASE_LABELS.get(name, name),
+                    "start_s": _r(a, 2),
+                    "end_s": _r(max(b, a + 0.5), 2),  # a bar for phases shorter than the timestamp resolution
+                    "duration_s": _r(rp.duration if finished else b - a, 2),
+                    "status": "finished" if finished else "did not finish",
+                }
+            )
+    return rows
+
+
+def crash_mark(s: Subject) -> dict[str, Any] | None:
+    """A crash in seconds since launch."""
+    cp, st = crash_point(s), s.run.startup
+    if cp is None or st is None or st.launch is None:
+        return None
+    return {"run": s.label or s.run.name, "crash_s": _r((cp[0] - st.launch).total_seconds(), 2), "label": cp[1]}
+
+
+def _titled(report: Report, title: str, panels: list, extra: list[str]):
+    """One panel per run: alone, or stacked with one shared x scale so the runs compare at a glance."""
+    alt = _alt()
+    sub = [] if len(panels) > 1 else _subtitle(report)  # stacked panels carry the run names
+    if len(panels) == 1:
+        chart = panels[0][1]
+    else:
+        chart = alt.vconcat(*[p.properties(title=alt.Title(label, anchor="start", fontSize=12)) for label, p in panels], spacing=24).resolve_scale(x="shared")
+    return chart.properties(title=alt.Title(title, subtitle=[*sub, *extra])).to_dict()
+
+
+def startup_chart(report: Report) -> dict[str, Any] | None:
+    alt = _alt()
+    panels, extra = [], []
+    per_subject = [(s, startup_rows(s)) for s in report.subjects]
+    seen = {r["phase"] for _, rows in per_subject for r in rows}
+    phases = [label for label in PHASE_LABELS.values() if label in seen]
+    for s, rows in per_subject:
+        if not rows:
+            continue
+        who = f"{s.label}: " if report.compare else ""
+        ranks = list(dict.fromkeys(r["rank"] for r in rows))
+        per_rank = len(ranks) > 1
+        y = alt.Y("rank:N" if per_rank else "phase:N", sort=ranks if per_rank else phases, title=None, axis=alt.Axis(labelLimit=220))
+        base = alt.Chart(alt.Data(values=rows))
+        bars = base.mark_bar(height={"band": 0.7}).encode(
+            x=alt.X("start_s:Q", title="seconds since launch", scale=alt.Scale(zero=True)),
+            x2="end_s:Q",
+            y=y,
+            color=alt.Color("phase:N", scale=alt.Scale(domain=phases), title="phase", legend=alt.Legend(orient="bottom", columns=4) if per_rank else None),
+            opacity=alt.Opacity(
+                "status:O",
+                scale=alt.Scale(domain=["finished", "did not finish"], range=[1.0, 0.35]),
+                title="status",
+                legend=alt.Legend(orient="bottom") if any(r["status"] != "finished" for r in rows) else None,
+            ),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("rank:N"),
+                alt.Tooltip("phase:N"),
+                alt.Tooltip("start_s:Q", title="start (s since launch)", format=".1f"),
+                alt.Tooltip("duration_s:Q", title="duration (s)", format=".1f"),
+                alt.Tooltip("status:N"),
+            ],
+        )
+        layers = [bars]
+        if not per_rank:
+            label = "(datum.duration_s >= 10 ? format(datum.duration_s, '.0f') : format(datum.duration_s, '.1f')) + ' s' + (datum.status == 'finished' ? '' : ' (did not finish)')"
+            layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(x="end_s:Q", y=y, text="label:N").transform_calculate(label=label))
+        st = s.run.startup
+        if st is not None and st.total_s is not None:
+            ready = {"run": s.label or s.run.name, "ready_s": _r(st.total_s, 2), "label": f"ready after {st.total_s:.0f} s"}
+            layers.append(alt.Chart(alt.Data(values=[ready])).mark_rule(color="#2ca02c", strokeWidth=2).encode(x="ready_s:Q", tooltip=[alt.Tooltip("label:N", title="server ready")]))
+            extra.append(f"{who}green line: server ready {st.total_s:.0f} s after launch")
+        c = crash_mark(s)
+        if c is not None:
+            layers.append(
+                alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")])
+            )
+            extra.append(f"{who}red dashed line: crashed {c['crash_s']:.0f} s after launch ({c['label']})")
+        n_rows = len(ranks) if per_rank else len({r["phase"] for r in rows})
+        panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=max(60, 24 * n_rows))))
+    if not panels:
+        return None
+    return _titled(report, "Startup timeline", panels, extra)
+
+
+# ------------------------------------------------------------------ memory
+
+
+def memory_rows(s: Subject) -> list[dict[str, Any]]:
+    """Waterfall steps in GB: each item starts where the previous one ended."""
+    m = s.run.memory
+    if not m.total_gb:
+        return []
+    run = s.label or s.run.name
+    rows: list[dict[str, Any]] = [
+        {"run": run, "item": "free at weight load (T)", "start": 0.0, "end": _r(m.total_gb), "gb": _r(m.total_gb), "kind": "total"}
+    ]
+    at = 0.0
+    for item, value in (
+        ("target weights", m.target_weights_gb),
+        ("draft weights", m.draft_weights_gb),
+        ("KV cache", m.kv_gb),
+        ("draft KV cache", m.draft_kv_gb),
+        ("CUDA graphs", m.cuda_graph_gb),
+        ("draft CUDA graphs", m.draft_cuda_graph_gb),
+    ):
+        if value is None:
+            continue
+        rows.append({"run": run, "item": item, "start": _r(at), "end": _r(at + value), "gb": _r(value), "kind": "static" if "graph" not in item else "graphs"})
+        at += value
+    if m.available_gpu_mem_gb is not None:
+        free_from = m.total_gb - m.available_gpu_mem_gb
+        if free_from - at > 0.005:
+            rows.append({"run": run, "item": "other (activations, buffers)", "start": _r(at), "end": _r(free_from), "gb": _r(free_from - at), "kind": "other"})
+        rows.append({"run": run, "item": "free after startup", "start": _r(free_from), "end": _r(m.total_gb), "gb": _r(m.available_gpu_mem_gb), "kind": "free"})
+    return rows
+
+
+MEMORY_ORDER = [
+    "free at weight load (T)",
+    "target weights",
+    "draft weights",
+    "KV cache",
+    "draft KV cache",
+    "CUDA graphs",
+    "draft CUDA graphs",
+    "other (activations, buffers)",
+    "free after startup",
+]
+KIND_COLORS = {"total": "#bab0ac", "static": "#4c78a8", "graphs": "#72b7b2", "other": "#eeca3b", "free": "#54a24b"}
+
+
+def memory_chart(report: Report) -> dict[str, Any] | None:
+    alt = _alt()
+    all_rows = [r for s in report.subjects for r in memory_rows(s)]
+    items = [i for i in MEMORY_ORDER if any(r["item"] == i for r in all_rows)]
+    kinds = [k for k in KIND_COLORS if any(r["kind"] == k for r in all_rows)]
+    panels, extra = [], []
+    for s in report.subjects:
+        rows = memory_rows(s)
+        if not rows:
+            continue
+        m = s.run.memory
+        who = f"{s.label}: " if report.compare else ""
+        base = alt.Chart(alt.Data(values=rows))
+        y = alt.Y("item:N", sort=items, title=None, axis=alt.Axis(labelLimit=220))
+        bars = base.mark_bar(height={"band": 0.7}).encode(
+            x=alt.X("start:Q", title="memory per rank (GB)", scale=alt.Scale(zero=True)),
+            x2="end:Q",
+            y=y,
+            color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds]), legend=None),
+            tooltip=[alt.Tooltip("run:N"), alt.Tooltip("item:N"), alt.Tooltip("gb:Q", title="GB", format=".2f"), alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")],
+        )
+        labels = base.mark_text(align="left", dx=4, fontSize=11).encode(x="end:Q", y=y, text="label:N").transform_calculate(label="format(datum.gb, '.2f') + ' GB'")
+        layers = [bars, labels]
+        if m.static_pool_gb is not None:
+            origin = f", {m.mem_fraction_static_origin}" if m.mem_fraction_static_origin else ""
+            pool = {
+                "run": s.label or s.run.name,
+                "gb": _r(m.static_pool_gb),
+                "label": f"static pool {m.mem_fraction_static:g} × {m.total_gb:.2f} = {m.static_pool_gb:.2f} GB (mem_fraction_static{origin})",
+            }
+            right = m.static_pool_gb > 0.5 * m.total_gb  # the label goes on the side with room
+            marks = alt.Chart(alt.Data(values=[pool]))
+            layers.append(marks.mark_rule(color="#d62728", strokeWidth=2, strokeDash=[6, 3]).encode(x="gb:Q", tooltip=[alt.Tooltip("label:N", title="static pool")]))
+            layers.append(
+                marks.mark_text(align="right" if right else "left", baseline="bottom", dx=-4 if right else 4, dy=-3, color="#d62728", fontSize=11).encode(
+                    x="gb:Q", y=alt.value(0), text="label:N"
+                )
+            )
+        e = s.run.ending
+        if e is not None and e.status in ("crashed", "incomplete") and e.phase != "serving":
+            extra.append(f"{who}{'crashed' if e.status == 'crashed' else 'log ends'} during {PHASE_LABELS.get(e.phase or '', e.phase or 'startup')}: later items were never allocated")
+        panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=26 * len(items))))
+    if not panels:
+        return None
+    return _titled(report, "Memory budget (per rank; minimum free, maximum used across ranks)", panels, extra)
+
+
+# ------------------------------------------------------------------ serving
+
+
+def serving_rows(s: Subject, every: str) -> tuple[list[dict[str, Any]], datetime | None]:
+    """Aggregated windows of one run; ``t`` = seconds since its first window (returned too)."""
+    from sglog import timeline
+
+    w = timeline.windows(s.run, every)
+    if w.height == 0:
+        return [], None
+    t0 = w.get_column("window_start").min()
+    rows = []
+    for d in w.iter_rows(named=True):
+        rows.append(
+            {
+                "run": s.label or s.run.name,
+                "t": (d["window_start"] - t0).total_seconds(),
+                "time": d["window_start"].strftime("%Y-%m-%d %H:%M:%S"),
+                "decode_p10": _r(d["decode_tps_p10"], 2),
+                "decode_p50": _r(d["decode_tps_p50"], 2),
+                "decode_p90": _r(d["decode_tps_p90"], 2),
+                "prefill_p50": _r(d["prefill_tps_p50"], 1),
+                "running": d["running_max"],
+                "queue": d["queue_max"],
+                "token_usage": _r(d["token_usage_mean"], 4),
+                "cuda_graph": _r(d["cuda_graph_share"], 4),
+                "accept_len": _r(d["accept_len_mean"], 3),
+                "retractions": int(d["retractions"] or 0),
+            }
+        )
+    return rows, t0
+
+
+def serving_crash(s: Subject, t0: datetime | None) -> dict[str, Any] | None:
+    """A crash while serving, in seconds since the first window."""
+    cp = crash_point(s)
+    if t0 is None or cp is None or s.run.ending.phase != "serving":
+        return None
+    return {"run": s.label or s.run.name, "t": (cp[0] - t0).total_seconds(), "time": cp[0].strftime("%Y-%m-%d %H:%M:%S"), "label": cp[1]}
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """Axis unit for a time span: seconds up to 3 minutes, minutes up to 6 hours, then hours."""
+    return ("hours", 3600.0) if span_s > 6 * 3600 else ("minutes", 60.0) if span_s > 180 else ("seconds", 1.0)
+
+
+def _has(rows: list[dict[str, Any]], key: str) -> bool:
+    return any(r.get(key) is not None for r in rows)
+
+
+def serving_chart(report: Report) -> dict[str, Any] | None:
+    alt = _alt()
+    rows: list[dict[str, Any]] = []
+    crashes: list[dict[str, Any]] = []
+    for s in report.subjects:
+        got, t0 = serving_rows(s, report.window)
+        rows += got
+        if (c := serving_crash(s, t0)) is not None:
+            crashes.append(c)
+    if not rows:
+        return None
+    unit, div = time_unit(max(r["t"] for r in rows + crashes))
+    rows = [r | {"t": _r(r["t"] / div, 4)} for r in rows]
+    crashes = [c | {"t": _r(c["t"] / div, 4)} for c in crashes]
+    crash_layer = (
+        alt.Chart(alt.Data(values=crashes))
+        .mark_rule(color="#7f0000", strokeWidth=2, strokeDash=[6, 3])
+        .encode(tooltip=[alt.Tooltip("run:N"), alt.Tooltip("time:N", title="crash at"), alt.Tooltip("label:N", title="cause")])
+        if crashes
+        else None
+    )
+    crash_note = "; dark red: crash" if crashes else ""
+    x_title = f"{unit} since the first batch line"
+    runs = [s.label or s.run.name for s in report.subjects]
+    run_scale = alt.Scale(domain=runs, range=list(RUN_COLORS[: len(runs)]))
+    color = alt.Color("run:N", scale=run_scale, title="run", legend=None)
+    # comparing: the first panel's line carries the one legend of the runs
+    first_color = alt.Color("run:N", scale=run_scale, title="run", legend=alt.Legend(orient="right", symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3)) if report.compare else color
+    points = len(rows) <= 150 * len(runs)  # few windows: show each one
+    tip_time = [alt.Tooltip("run:N"), alt.Tooltip("time:N", title="window start")]
+
+    def line(field: str, **kw):
+        mark = {"point": alt.OverlayMarkDef(size=14)} if points else {}
+        return alt.Chart().transform_filter(f"isValid(datum.{field})").mark_line(**mark, **kw)
+
+    panels = []
+    if _has(rows, "decode_p50"):
+        tps = [alt.Tooltip("decode_p50:Q", title="p50 tok/s", format=".1f"), alt.Tooltip("decode_p10:Q", title="p10 tok/s", format=".1f"), alt.Tooltip("decode_p90:Q", title="p90 tok/s", format=".1f")]
+        band = alt.Chart().transform_filter("isValid(datum.decode_p50)").mark_area(opacity=0.2).encode(y="decode_p10:Q", y2="decode_p90:Q", color=first_color)
+        mid = line("decode_p50").encode(y=alt.Y("decode_p50:Q", title="decode tok/s"), color=first_color, tooltip=[*tip_time, *tps])
+        layers = [band, mid]
+        title = "Decode throughput per window, tok/s (line: median, band: p10–p90)"
+        if crash_layer is not None:
+            layers.append(crash_layer)
+        panels.append(alt.layer(*layers).properties(title=title + crash_note))
+    elif _has(rows, "prefill_p50"):
+        pre = line("prefill_p50").encode(y=alt.Y("prefill_p50:Q", title="prefill tok/s"), color=first_color, tooltip=[*tip_time, alt.Tooltip("prefill_p50:Q", format=".1f")])
+        panels.append(alt.layer(pre, *([crash_layer] if crash_layer is not None else [])).properties(title="Prefill (input) throughput per window, tok/s (median)" + crash_note))
+    if _has(rows, "running") or _has(rows, "queue"):
+        series = alt.Scale(domain=["running", "queue"], range=[[1, 0], [5, 3]])
+        reqs = (
+            alt.Chart()
+            .transform_fold(["running", "queue"], as_=["series", "requests"])
+            .transform_filter("isValid(datum.requests)")
+            .mark_line(interpolate="step-after")
+            .encode(
+                y=alt.Y("requests:Q", title="requests", scale=alt.Scale(domainMin=0) if any(r["running"] or r["queue"] for r in rows) else alt.Scale(domain=[0, 1])),
+                color=color if report.compare else alt.Color("series:N", title=None, scale=alt.Scale(domain=["running", "queue"], range=["#4c78a8", "#e45756"]), legend=alt.Legend(orient="right")),
+                strokeDash=alt.StrokeDash("series:N", title=None, scale=series, legend=alt.Legend(orient="right")),
+                detail="run:N",
+                tooltip=[*tip_time, alt.Tooltip("series:N"), alt.Tooltip("requests:Q")],
+            )
+        )
+        panels.append(reqs.properties(title="Requests per window: running (solid) and queued (dashed), maximum"))
+    if any(r["retractions"] for r in rows):
+        panels.append(
+            alt.Chart()
+            .transform_filter("datum.retractions > 0")
+            .mark_rule(color="#d62728", strokeWidth=2)
+            .encode(
+                y=alt.Y("retractions:Q", title="retractions", scale=alt.Scale(zero=True)),
+                y2=alt.datum(0),
+                detail="run:N",
+                tooltip=[*tip_time, alt.Tooltip("retractions:Q", title="KV retractions")],
+            )
+            .properties(title="KV cache retractions per window (requests pushed back because the KV pool was full)", height=70)
+        )
+    if _has(rows, "token_usage"):
+        panels.append(
+            line("token_usage").encode(
+                y=alt.Y("token_usage:Q", title="KV token usage", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+                color=color,
+                tooltip=[*tip_time, alt.Tooltip("token_usage:Q", title="token usage", format=".1%")],
+            ).properties(title="KV cache token usage (mean per window)")
+        )
+    if _has(rows, "cuda_graph"):
+        panels.append(
+            line("cuda_graph", interpolate="step-after").encode(
+                y=alt.Y("cuda_graph:Q", title="on CUDA graph", axis=alt.Axis(format="%", tickCount=3), scale=alt.Scale(domain=[0, 1])),
+                color=color,
+                tooltip=[*tip_time, alt.Tooltip("cuda_graph:Q", title="decode batches on CUDA graph", format=".0%")],
+            ).properties(title="CUDA-graph coverage: share of decode batches run as a captured graph", height=70)
+        )
+    if _has(rows, "accept_len"):
+        panels.append(
+            line("accept_len").encode(
+                y=alt.Y("accept_len:Q", title="accept length (tokens)", scale=alt.Scale(zero=True)),
+                color=color,
+                tooltip=[*tip_time, alt.Tooltip("accept_len:Q", title="accept length", format=".2f")],
+            ).properties(title="Speculative decoding: mean accept length per window (tokens)")
+        )
+    # one x scale for every panel; only the bottom panel carries the axis title
+    x_domain = [min(r["t"] for r in rows + crashes), max(r["t"] for r in rows + crashes)]
+    sized = []
+    for i, p in enumerate(panels):
+        last = i == len(panels) - 1
+        p = p.encode(x=alt.X("t:Q", title=x_title if last else None, scale=alt.Scale(domain=x_domain, nice=False)))
+        sized.append(p.properties(width=WIDTH, height=p.height if isinstance(p.height, int) else 120))
+    title = alt.Title(f"Serving, aggregated in {report.window} windows", subtitle=_subtitle(report), anchor="start")
+    chart = alt.vconcat(*sized, data=alt.Data(values=rows), spacing=16).properties(title=title)
+    chart = chart.resolve_scale(color="independent").resolve_legend(color="independent", strokeDash="independent").configure_title(anchor="start")
+    return chart.to_dict()
+
+
+# ------------------------------------------------------------------ all charts, rendering
+
+CHARTS = (("startup", startup_chart), ("memory", memory_chart), ("serving", serving_chart))
+
+
+def chart_specs(report: Report) -> dict[str, dict[str, Any]]:
+    """name -> Vega-Lite spec, for the charts this report has data for (in report order)."""
+    out = {}
+    for name, build in CHARTS:
+        spec = build(report)
+        if spec is not None:
+            out[name] = spec
+    return out
+
+
+def to_png(spec: dict[str, Any], scale: float = 2.0) -> bytes:
+    """PNG at twice the CSS size (sharp on high-density screens); no URL may be fetched."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_png(spec, scale=scale, allowed_base_urls=[])
+
+
+def to_svg(spec: dict[str, Any]) -> str:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(spec, allowed_base_urls=[])
