@@ -148,24 +148,12 @@ def _known_messages(messages: list[str]) -> dict[str, Any]:
 def oom_numbers(text: str) -> dict[str, Any]:
     """GPU number and sizes (GB) from torch's CUDA OOM message."""
     out: dict[str, Any] = {}
-    om = _re("OOM_TORCH").search(text)
-    if om:
-        out.update(
-            gpu=int(om.group("gpu")),
-            tried_gb=to_gb(om.group("tried")),
-            capacity_gb=to_gb(om.group("capacity")),
-            free_gb=to_gb(om.group("free")),
-        )
-    else:
-        om = _re("OOM_TORCH_OLD").search(text)
+    for term, extra in (("OOM_TORCH", ()), ("OOM_TORCH_OLD", ("allocated",))):
+        om = _re(term).search(text)
         if om:
-            out.update(
-                gpu=int(om.group("gpu")),
-                tried_gb=to_gb(om.group("tried")),
-                capacity_gb=to_gb(om.group("capacity")),
-                free_gb=to_gb(om.group("free")),
-                allocated_gb=to_gb(om.group("allocated")),
-            )
+            out.update(gpu=int(om.group("gpu")), tried_gb=to_gb(om.group("tried")), capacity_gb=to_gb(om.group("capacity")), free_gb=to_gb(om.group("free")))
+            out.update((f"{group}_gb", to_gb(om.group(group))) for group in extra)
+            break
     for name, group, key in (
         ("OOM_IN_USE", "in_use", "in_use_gb"),
         ("OOM_ALLOCATED", "allocated", "allocated_gb"),

@@ -46,7 +46,7 @@ class Rank:
 
     @property
     def label(self) -> str:
-        return " ".join(f"{axis.upper()}{getattr(self, axis)}" for axis in RANK_AXES if getattr(self, axis) is not None)
+        return " ".join(f"{axis.upper()}{value}" for axis, value in self.to_dict().items())
 
     def to_dict(self) -> dict[str, int]:
         return {axis: getattr(self, axis) for axis in RANK_AXES if getattr(self, axis) is not None}
@@ -132,8 +132,7 @@ def to_snake(text: str) -> str:
 
 def to_fraction(text: str) -> float | None:
     """'87.20%' -> 0.872; a plain number stays as it is (typed by its look)."""
-    v = guess(text)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return to_float(text)
 
 
 def to_literal(text: str) -> Any:

@@ -155,6 +155,21 @@ def _steps_rows(s: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
+def _memory_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(title, A, B, change) of the memory rows either run has; the fraction with its origin."""
+    rows = []
+    for key, title in MEMORY_ROWS:
+        p = d["memory"][key]
+        if p["a"] is None and p["b"] is None:
+            continue
+        a, b = fmt(p["a"]), fmt(p["b"])
+        if key == "mem_fraction_static":
+            a += f" ({p.get('origin_a')})" if p.get("origin_a") else ""
+            b += f" ({p.get('origin_b')})" if p.get("origin_b") else ""
+        rows.append((title, a, b, fmt_delta(p)))
+    return rows
+
+
 def _run_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     a, b = d["a"], d["b"]
 
@@ -223,15 +238,8 @@ def render_rich(result: DiffResult):
         parts.append(t)
 
     t = table("memory budget (per GPU; min free / max used across ranks)", ("", "A", "B", "change"))
-    for key, title in MEMORY_ROWS:
-        p = d["memory"][key]
-        if p["a"] is None and p["b"] is None:
-            continue
-        a, b = fmt(p["a"]), fmt(p["b"])
-        if key == "mem_fraction_static":
-            a += f" ({p.get('origin_a')})" if p.get("origin_a") else ""
-            b += f" ({p.get('origin_b')})" if p.get("origin_b") else ""
-        t.add_row(title, a, b, fmt_delta(p))
+    for row in _memory_rows(d):
+        t.add_row(*row)
     parts.append(t)
 
     cg = d["cuda_graph"]
@@ -345,15 +353,8 @@ def render_markdown(result: DiffResult, level: int = 1) -> str:
     out.append("")
 
     out += [f"{h2} Memory budget", "", "Per GPU: minimum free and maximum used across ranks.", "", _row("", "A", "B", "change"), _row("---", "---:", "---:", "---:")]
-    for key, title in MEMORY_ROWS:
-        p = d["memory"][key]
-        if p["a"] is None and p["b"] is None:
-            continue
-        a, b = fmt(p["a"]), fmt(p["b"])
-        if key == "mem_fraction_static":
-            a += f" ({p.get('origin_a')})" if p.get("origin_a") else ""
-            b += f" ({p.get('origin_b')})" if p.get("origin_b") else ""
-        out.append(_row(e(title), e(a), e(b), e(fmt_delta(p))))
+    for row in _memory_rows(d):
+        out.append(_row(*map(e, row)))
     out.append("")
 
     cg = d["cuda_graph"]

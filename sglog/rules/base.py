@@ -102,6 +102,11 @@ class Rule:
             details=details,
         )
 
+    @property
+    def fix_safety(self) -> str:
+        """The docs' `Fix safety` section on one line, as a fix carries it."""
+        return self.doc["Fix safety"].replace("\n", " ")
+
     def __repr__(self) -> str:
         return f"<{self.code} {self.name}>"
 
@@ -144,6 +149,11 @@ def exception_evidence(e) -> list[Evidence]:
     return out
 
 
+def exception_line(e) -> str:
+    """`Type: first line of the message` of an error event."""
+    return f"{e.get('exc_type')}: {(e.get('exc_message') or '').splitlines()[0] if e.get('exc_message') else ''}"
+
+
 def text_line_evidence(e, needle: str) -> Evidence | None:
     """The physical line of a block that contains `needle` (case-insensitive)."""
     low = needle.lower()
@@ -151,6 +161,25 @@ def text_line_evidence(e, needle: str) -> Evidence | None:
         if low in s.lower():
             return Evidence(file=e.file, line=e.line + i, text=s.rstrip("\r"))
     return None
+
+
+def nearby_line_evidence(run, e, patterns: Iterable[str], before: int = 5) -> Evidence | None:
+    """The first line naming one of `patterns` (tried in order) in block `e` or the events up to `before` lines above it."""
+    near = [e] + [x for x in run.events if x.file == e.file and e.line - before <= x.line < e.line]
+    for pat in patterns:
+        for x in near:
+            hit = text_line_evidence(x, pat)
+            if hit is not None:
+                return hit
+    return None
+
+
+def pick_remedy(text: str, remedies: Iterable[tuple[Any, dict[str, str | None], str]], default: tuple[dict[str, str | None], str]) -> tuple[dict[str, str | None], str]:
+    """(args, advice) of the first remedy whose pattern (a string or a tuple of them) occurs in `text`; `default` if none does."""
+    for pats, args, advice in remedies:
+        if any(p in text for p in ((pats,) if isinstance(pats, str) else pats)):
+            return dict(args), advice
+    return default
 
 
 def row_evidence(row: dict[str, Any], note: str | None = None) -> Evidence:

@@ -173,6 +173,22 @@ def crash(run) -> Crash | None:
     return Crash(rc, phase, classify(run, rc, phase, text, truncated), text, truncated)
 
 
+def crash_of(run, category: str) -> Crash | None:
+    """The run's crash when the rule named `category` is the one that explains it."""
+    c = crash(run)
+    return c if c is not None and c.category == category else None
+
+
+def last_before(run, kind: str, rc):
+    """The last `kind` event before `rc`, on `rc`'s rank (events without a rank count for any)."""
+    label = rc.rank.label if rc.rank else None
+    found = None
+    for e in run.events:
+        if e.kind == kind and (label is None or e.rank is None or e.rank.label == label) and (e.file, e.line) < (rc.file, rc.line):
+            found = e
+    return found
+
+
 def crash_phase(run, rc) -> str | None:
     ready = [e for e in run.events if e.kind == "server_ready"]
     if ready and (rc.ts is None or ready[0].ts is None or ready[0].ts <= rc.ts) and (ready[0].file != rc.file or ready[0].line < rc.line):

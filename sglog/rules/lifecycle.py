@@ -9,7 +9,7 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
-from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, row_evidence
+from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, row_evidence
 
 PHASE_WORDS = {
     "launch": "launch (before any startup step)",
@@ -89,7 +89,7 @@ class Crash(Rule):
             fn = next((f for f in reversed(facts.frame_functions(rc)) if f), None)
             what = "the exception text is cut off in the log" + (f" (last frame: {fn})" if fn else "")
         else:
-            what = f"{rc.get('exc_type')}: {(rc.get('exc_message') or '').splitlines()[0] if rc.get('exc_message') else ''}".rstrip(": ")
+            what = exception_line(rc).rstrip(": ")
         msg = f"{crashed_during(run, c.phase)}{where}: {what[:200]}"
         yield self.finding(run, msg, exception_evidence(rc), None, phase=c.phase)
 
@@ -261,7 +261,7 @@ class SlowWeightLoading(Rule):
             fix = Fix(
                 summary=f"Load with {threads} threads (--model-loader-extra-config '{value}'), keep the checkpoint on local NVMe with a warm page cache{at}.",
                 args={"--model-loader-extra-config": value},
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
             yield self.finding(run, msg, ev, fix, seconds=round(ph.duration, 1), phase=key)
 
@@ -342,7 +342,7 @@ class WatchdogTimeout(Rule):
             fix = Fix(
                 summary=f"The first batch after startup did not finish in {timeout:g} s (kernel JIT compilation on first use is the usual cause): --watchdog-timeout {new}, or precompile (e.g. python -m sglang.compile_deep_gemm).",
                 args={"--watchdog-timeout": str(new)},
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
         else:
             tp = facts.tp_size(run)
@@ -352,7 +352,7 @@ class WatchdogTimeout(Rule):
                 + (" (--disable-custom-all-reduce)" if args else "")
                 + ", check NCCL with NCCL_DEBUG=INFO, and add --soft-watchdog-timeout to dump the scheduler state next time.",
                 args=args,
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
         yield self.finding(run, msg, ev, fix, severity="warning" if soft else None)
 

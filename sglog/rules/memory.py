@@ -20,7 +20,7 @@ from typing import Iterator
 
 from sglog.findings import Evidence, Fix
 from sglog.rules import facts
-from sglog.rules.base import Option, Rule, ceil_to, event_evidence, exception_evidence, floor_to, fmt_frac, gb, row_evidence, text_line_evidence, window_evidence
+from sglog.rules.base import Option, Rule, ceil_to, event_evidence, exception_evidence, floor_to, fmt_frac, gb, pick_remedy, row_evidence, text_line_evidence, window_evidence
 
 GiB = 2**30
 
@@ -162,8 +162,8 @@ class DraftModelExceedsStaticPool(Rule):
     }
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         m = run.memory
@@ -435,15 +435,11 @@ class CudaGraphCaptureOom(Rule):
     options = {"reserve_gb": Option(2.0, "free memory to keep after the graphs are captured")}
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
-        label = rc.rank.label if rc.rank else None
-        begin = None
-        for e in run.events:
-            if e.kind == "cuda_graph_capture_begin" and (label is None or e.rank is None or e.rank.label == label) and (e.file, e.line) < (rc.file, rc.line):
-                begin = e
+        begin = facts.last_before(run, "cuda_graph_capture_begin", rc)
         progress = None
         for e in run.events:
             if e.kind == "progress" and (e.file, e.line) < (rc.file, rc.line) and _CAPTURE_PROGRESS.search(e.text or ""):
@@ -484,7 +480,7 @@ class CudaGraphCaptureOom(Rule):
             new = floor_to(mfs - (o["reserve_gb"] - a_c) / T)
             args["--mem-fraction-static"] = f"{new:.2f}"
             extra = f" Only {a_c:.2f} GB was free when capture began, so lower --mem-fraction-static to {new:.2f} as well (frees {o['reserve_gb'] - a_c:.2f} GB)."
-        where = f" on {label}" if label else ""
+        where = f" on {rc.rank.label}" if rc.rank and rc.rank.label else ""
         msg = f"CUDA graph capture ran out of memory{where}" + (f" at batch size {bs_reached} ({avail:.2f} GB free)" if bs_reached else "") + (f"; --cuda-graph-max-bs is {M}." if M else ".")
         fix = Fix(
             summary=f"Capture fewer/smaller graphs: --cuda-graph-max-bs {n} ({basis}).{extra}",
@@ -545,19 +541,15 @@ class CudaGraphCaptureFailed(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         ev = exception_evidence(rc)
         hint = text_line_evidence(rc, "Capture cuda graph failed") or text_line_evidence(rc, "graph failed")
         if hint is not None:
             ev.append(hint)
-        args, why = {"--disable-cuda-graph": "true"}, "Get the server up without CUDA graphs while the capture error is reported upstream."
-        for pats, a, w in _CAPTURE_REMEDIES:
-            if facts.has_any(c.text, pats):
-                args, why = dict(a), w
-                break
+        args, why = pick_remedy(c.text, _CAPTURE_REMEDIES, ({"--disable-cuda-graph": "true"}, "Get the server up without CUDA graphs while the capture error is reported upstream."))
         what = (rc.get("exc_message") or "").split("\n")[0][:160]
         msg = f"CUDA graph capture failed with a non-memory error: {rc.get('exc_type')}: {what}".rstrip(": ") + " (lowering memory settings will not help)."
         fix = Fix(summary=why, args=args, safety="--disable-cuda-graph costs much decode throughput; --disable-custom-all-reduce moves all-reduces to NCCL.")
@@ -682,7 +674,7 @@ class CudaGraphBsOversized(Rule):
         fix = Fix(
             summary=f"Lower --cuda-graph-max-bs to {n} (smallest captured size >= p99 {p99:g}{floor_note}); frees ~{freed:.2f} GB ({how}){tokens}{more}.",
             args=args,
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, new_max_bs=n, freed_gb=round(freed, 3), p99_running=p99, peak_running=peak)
 
@@ -745,10 +737,10 @@ class KvHeadroomWasted(Rule):
             fix = Fix(
                 summary=f"Raise --mem-fraction-static from {m.mem_fraction_static:.2f} to {new:.2f} = {m.mem_fraction_static:.2f} + ({F:.2f} - {o['target_gb']:.0f}) GB / T {m.total_gb:.1f} GB.",
                 args={"--mem-fraction-static": f"{new:.2f}"},
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
         else:
-            fix = Fix(summary=f"Raise --mem-fraction-static by about {spare:.1f} GB / T (the log does not show the current fraction or T).", args={}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary=f"Raise --mem-fraction-static by about {spare:.1f} GB / T (the log does not show the current fraction or T).", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, _budget_evidence(run)[:1] + _summary_evidence(run), fix, spare_gb=round(spare, 3))
 
 
@@ -854,8 +846,8 @@ class RuntimeOom(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         b = run.batches
@@ -888,7 +880,7 @@ class RuntimeOom(Rule):
                     new //= 2
             new = max(1024, new)
             basis = f"half of {cps}" + (f", then halved until 1.5 MB x size <= available {F:.2f} GB - 2 GB" if F is not None else "")
-            fix = Fix(summary=f"Prefill ran out of memory: --chunked-prefill-size {new} ({basis}).", args={"--chunked-prefill-size": str(new)}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary=f"Prefill ran out of memory: --chunked-prefill-size {new} ({basis}).", args={"--chunked-prefill-size": str(new)}, safety=self.fix_safety)
         else:
             r = (last or {}).get("running_req")
             if r:
@@ -896,9 +888,9 @@ class RuntimeOom(Rule):
                 cap = int(0.8 * r)
                 below = [s for s in sizes if s <= cap]
                 new = max(below) if below else max(1, cap)
-                fix = Fix(summary=f"Decode ran out of memory at {r} running requests: --max-running-requests {new} (0.8 x {r}, rounded down to a captured size).", args={"--max-running-requests": str(new)}, safety=self.doc["Fix safety"].replace("\n", " "))
+                fix = Fix(summary=f"Decode ran out of memory at {r} running requests: --max-running-requests {new} (0.8 x {r}, rounded down to a captured size).", args={"--max-running-requests": str(new)}, safety=self.fix_safety)
             else:
-                fix = Fix(summary="Decode ran out of memory: lower --max-running-requests (the running count at the crash is not in the log).", args={}, safety=self.doc["Fix safety"].replace("\n", " "))
+                fix = Fix(summary="Decode ran out of memory: lower --max-running-requests (the running count at the crash is not in the log).", args={}, safety=self.fix_safety)
         nums = _oom_numbers(rc)
         msg = f"Out of GPU memory during {phase} while serving" + (f" ({nums})" if nums else "") + "."
         yield self.finding(run, msg, ev, fix, phase=phase)
@@ -955,7 +947,7 @@ class TpMemoryImbalance(Rule):
         fix = Fix(
             summary="Free the GPU that has less memory (nvidia-smi: stop the other process) or exclude it with CUDA_VISIBLE_DEVICES; SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 only silences the check.",
             args={},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         if c is not None and c.category == self.name:
             ev = exception_evidence(c.event)
@@ -1014,8 +1006,8 @@ class WeightsExceedGpuMemory(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         ev = []
@@ -1029,7 +1021,7 @@ class WeightsExceedGpuMemory(Rule):
         fix = Fix(
             summary=f"Shard the weights over more GPUs (--tp {2 * tp}), use a quantized checkpoint, or offload part of it with --cpu-offload-gb.",
             args={"--tp": str(2 * tp)},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix)
 
@@ -1072,15 +1064,11 @@ class StartupOom(Rule):
     options = {"headroom_gb": Option(4.0, "free memory to leave after the pools for workspaces and activations")}
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
-        label = rc.rank.label if rc.rank else None
-        pool = None
-        for e in run.events:
-            if e.kind == "memory_pool_end" and (label is None or e.rank is None or e.rank.label == label) and (e.file, e.line) < (rc.file, rc.line):
-                pool = e
+        pool = facts.last_before(run, "memory_pool_end", rc)
         ev = ([event_evidence(pool)] if pool is not None else []) + exception_evidence(rc)
         T, t_src = _total_gb(run, rc)
         avail = pool.get("avail_mem") if pool is not None else rc.get("free_gb")
@@ -1095,15 +1083,15 @@ class StartupOom(Rule):
                 fix = Fix(
                     summary=f"Lower --mem-fraction-static from {mfs:.2f} to {new:.2f} = {mfs:.2f} - ({o['headroom_gb']:.0f} - {avail:.2f}) GB / T {T:.2f} GB ({t_src}).",
                     args={"--mem-fraction-static": f"{new:.2f}"},
-                    safety=self.doc["Fix safety"].replace("\n", " "),
+                    safety=self.fix_safety,
                 )
             else:
                 fix = Fix(
                     summary=f"Lower --mem-fraction-static by {delta:.2f} = ({o['headroom_gb']:.0f} - {avail:.2f}) GB / T {T:.2f} GB ({t_src}); the current value is not in this log.",
                     args={},
-                    safety=self.doc["Fix safety"].replace("\n", " "),
+                    safety=self.fix_safety,
                 )
         else:
-            fix = Fix(summary="Lower --mem-fraction-static so that 4-6 GB stay free after the memory pools.", args={}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary="Lower --mem-fraction-static so that 4-6 GB stay free after the memory pools.", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, ev, fix)
 

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from sglog.findings import Fix
 from sglog.rules import facts
-from sglog.rules.base import Rule, event_evidence, exception_evidence, text_line_evidence
+from sglog.rules.base import Rule, event_evidence, exception_evidence, exception_line, nearby_line_evidence, pick_remedy
 
 # (patterns, args patch, what to do)
 _ARCH_REMEDIES = (
@@ -62,30 +62,19 @@ class UnsupportedGpuArch(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is not None and c.category == self.name:
+        c = facts.crash_of(run, self.name)
+        if c is not None:
             rc = c.event
             ev = exception_evidence(rc)
-            arch_line = None
-            for pat in facts.ARCH_PATTERNS:
-                for e in [rc] + [x for x in run.events if x.file == rc.file and rc.line - 5 <= x.line < rc.line]:
-                    arch_line = text_line_evidence(e, pat)
-                    if arch_line is not None:
-                        break
-                if arch_line is not None:
-                    break
+            arch_line = nearby_line_evidence(run, rc, facts.ARCH_PATTERNS)
             if arch_line is not None and all(arch_line.line != x.line for x in ev):
                 ev.append(arch_line)
-            args, what = {}, "Use a backend built for this GPU."
-            for pats, a, w in _ARCH_REMEDIES:
-                if facts.has_any(c.text, pats):
-                    args, what = dict(a), w
-                    break
-            detail = arch_line.text.strip() if arch_line is not None and arch_line.text else f"{rc.get('exc_type')}: {(rc.get('exc_message') or '').splitlines()[0] if rc.get('exc_message') else ''}"
+            args, what = pick_remedy(c.text, _ARCH_REMEDIES, ({}, "Use a backend built for this GPU."))
+            detail = arch_line.text.strip() if arch_line is not None and arch_line.text else exception_line(rc)
             if "torch_symm_mem" in " ".join(facts.frame_files(rc)) and arch_line is None:
                 detail = f"TorchSymmMemCommunicator raised {detail} (its size table has no entry for this GPU's major version)"
             msg = f"A kernel is not supported on this GPU architecture: {detail[:180]}"
-            yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.doc["Fix safety"].replace("\n", " ")))
+            yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.fix_safety))
             return
         # a warning the server survives: torch symmetric memory unavailable
         for e in run.events:
@@ -140,24 +129,19 @@ class MissingDependency(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         text = "\n".join(f"{x.get('message') or ''}" for x in rc.get("exceptions") or []) or (rc.get("exc_message") or "")
         m = _MODULE.search(text)
         module = next((g for g in m.groups() if g), None) if m else None
-        args, what = {}, f"Install the missing package{f' ({module})' if module else ''} in the server's environment."
-        low = c.text
-        for key, a, w in _DEPENDENCY_REMEDIES:
-            if key in low:
-                args, what = dict(a), w
-                break
+        args, what = pick_remedy(c.text, _DEPENDENCY_REMEDIES, ({}, f"Install the missing package{f' ({module})' if module else ''} in the server's environment."))
         if "--moe-a2a-backend" in args and run.args and run.args.get("moe_a2a_backend") in (None, "none"):
             args = {}
-        exc = f"{rc.get('exc_type')}: {(rc.get('exc_message') or '').splitlines()[0] if rc.get('exc_message') else ''}"
+        exc = exception_line(rc)
         msg = f"Startup failed on a missing package{f' ({module})' if module else ''}: {exc[:180]}"
-        yield self.finding(run, msg, exception_evidence(rc), Fix(summary=what, args=args, safety=self.doc["Fix safety"].replace("\n", " ")))
+        yield self.finding(run, msg, exception_evidence(rc), Fix(summary=what, args=args, safety=self.fix_safety))
 
 
 class NcclTimeout(Rule):
@@ -199,8 +183,8 @@ class NcclTimeout(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         warns = [e for e in run.events if e.kind == "nccl_log" and (e.file, e.line) <= (rc.file, rc.line) and str(e.get("level") or "") in ("WARN", "ERROR")]
@@ -210,13 +194,13 @@ class NcclTimeout(Rule):
             fix = Fix(
                 summary="Network/rendezvous failure between ranks: rerun with NCCL_DEBUG=INFO, pin the interface with NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, and check that --dist-init-addr is reachable from every node.",
                 args={},
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
         else:
             fix = Fix(
                 summary="A collective hung or failed on one node: --disable-custom-all-reduce; if P2P is broken set NCCL_P2P_DISABLE=1; in containers use a large --shm-size.",
                 args={} if run.args.get("disable_custom_all_reduce") is True else {"--disable-custom-all-reduce": "true"},
-                safety=self.doc["Fix safety"].replace("\n", " "),
+                safety=self.fix_safety,
             )
         where = f" on {rc.rank.label}" if rc.rank else ""
         if facts.has_any(facts.lower_blob(rc), facts.NCCL_PATTERNS) or not warns:
@@ -268,20 +252,12 @@ class IllegalMemoryAccess(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash(run)
-        if c is None or c.category != self.name:
+        c = facts.crash_of(run, self.name)
+        if c is None:
             return
         rc = c.event
         ev = exception_evidence(rc)
-        hit = None
-        for pat in facts.ILLEGAL_MEMORY_PATTERNS:
-            for e in [rc] + [x for x in run.events if x.file == rc.file and rc.line - 5 <= x.line < rc.line]:
-                line = text_line_evidence(e, pat)
-                if line is not None:
-                    hit = line
-                    break
-            if hit is not None:
-                break
+        hit = nearby_line_evidence(run, rc, facts.ILLEGAL_MEMORY_PATTERNS)
         if hit is not None:
             low = (hit.text or "").lower()
             at = min((low.find(p) for p in facts.ILLEGAL_MEMORY_PATTERNS if p in low), default=-1)
@@ -294,7 +270,7 @@ class IllegalMemoryAccess(Rule):
             summary=("Lower --mem-fraction-static by 0.05 (an OOM in disguise is the common cause); " if mfs is not None else "")
             + "locate the kernel with CUDA_LAUNCH_BLOCKING=1 (and --disable-cuda-graph to bisect), try another --attention-backend, update the kernels.",
             args=args,
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         detail = (rc.get("exc_message") or "").split("\n")[0]
         if hit is not None and hit.text:

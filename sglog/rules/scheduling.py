@@ -71,7 +71,7 @@ class KvRetraction(Rule):
         fix = Fix(
             summary=f"Raise --schedule-conservativeness from {sc:g} to {new:g} so fewer requests are admitted than the pool can finish; or grow the KV pool.",
             args={"--schedule-conservativeness": f"{new:g}"},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, rate_per_min=round(rate, 3))
 
@@ -152,7 +152,7 @@ class SchedulerTooConservative(Rule):
                     fix = Fix(
                         summary=f"Raise --max-running-requests from {mrr} to {new} = 0.9 x {m.max_total_num_tokens:,} pool tokens / {per_req:.0f} tokens per running request.",
                         args={"--max-running-requests": str(new)},
-                        safety=self.doc["Fix safety"].replace("\n", " "),
+                        safety=self.fix_safety,
                     )
                     yield self.finding(run, msg, ev, fix, share=round(share, 3))
                     return
@@ -161,7 +161,7 @@ class SchedulerTooConservative(Rule):
         if sc <= 0.3:
             return
         msg = f"Requests queue (median {queue:g}) while the KV cache is only {usage:.0%} used in {share:.0%} of steady decode lines: the scheduler reserves more than requests use."
-        fix = Fix(summary=f"Lower --schedule-conservativeness from {sc:g} to 0.3 (SGLang's tuning guide) so the scheduler admits more requests.", args={"--schedule-conservativeness": "0.3"}, safety=self.doc["Fix safety"].replace("\n", " "))
+        fix = Fix(summary=f"Lower --schedule-conservativeness from {sc:g} to 0.3 (SGLang's tuning guide) so the scheduler admits more requests.", args={"--schedule-conservativeness": "0.3"}, safety=self.fix_safety)
         yield self.finding(run, msg, ev, fix, share=round(share, 3))
 
 
@@ -221,11 +221,11 @@ class KvCapacityBound(Rule):
         kvd = str(run.args.get("kv_cache_dtype") or "")
         if F is not None and T and mfs is not None and F > o["target_gb"] + 1:
             new = floor_to(mfs + (F - o["target_gb"]) / T)
-            fix = Fix(summary=f"Grow the KV pool: --mem-fraction-static {new:.2f} = {mfs:.2f} + ({F:.2f} - {o['target_gb']:.0f}) GB free / T {T:.1f} GB.", args={"--mem-fraction-static": f"{new:.2f}"}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary=f"Grow the KV pool: --mem-fraction-static {new:.2f} = {mfs:.2f} + ({F:.2f} - {o['target_gb']:.0f}) GB free / T {T:.1f} GB.", args={"--mem-fraction-static": f"{new:.2f}"}, safety=self.fix_safety)
         elif kvd in ("auto", "bfloat16", "float16", "bf16", "fp16"):
-            fix = Fix(summary="Fit about twice the tokens in the same memory: --kv-cache-dtype fp8_e4m3.", args={"--kv-cache-dtype": "fp8_e4m3"}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary="Fit about twice the tokens in the same memory: --kv-cache-dtype fp8_e4m3.", args={"--kv-cache-dtype": "fp8_e4m3"}, safety=self.fix_safety)
         else:
-            fix = Fix(summary="More KV capacity is needed: an fp8 KV cache (--kv-cache-dtype fp8_e4m3) if not already used, or more GPUs with data parallelism (--dp or more replicas).", args={}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary="More KV capacity is needed: an fp8 KV cache (--kv-cache-dtype fp8_e4m3) if not already used, or more GPUs with data parallelism (--dp or more replicas).", args={}, safety=self.fix_safety)
         msg = f"The KV cache is full (median token usage {usage:.2f}) while requests queue (median {queue:g}) in {share:.0%} of steady decode lines: throughput is bound by KV capacity."
         yield self.finding(run, msg, ev, fix, share=round(share, 3))
 
@@ -288,7 +288,7 @@ class DecodeBatchExceedsCudaGraph(Rule):
         fix = Fix(
             summary=f"Capture graphs for the batches that occur: --cuda-graph-max-bs {new} (p95 {p95:g} rounded up to the capture grid){cost}; or cap --max-running-requests at {M}.",
             args={"--cuda-graph-max-bs": str(new)},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, new_max_bs=new)
 
@@ -347,9 +347,9 @@ class CudaGraphsNeverCaptured(Rule):
         label = "npu graph" if "graph_backend" in g.columns and (g.get_column("graph_backend") == "npu").any() else "cuda graph"
         if disabled:
             msg = f"All {g.height} decode lines ran without CUDA graphs: --disable-cuda-graph is set."
-            fix = Fix(summary="Remove --disable-cuda-graph to capture decode graphs (if the platform supports them).", args={"--disable-cuda-graph": None}, safety=self.doc["Fix safety"].replace("\n", " "))
+            fix = Fix(summary="Remove --disable-cuda-graph to capture decode graphs (if the platform supports them).", args={"--disable-cuda-graph": None}, safety=self.fix_safety)
             yield self.finding(run, msg, ev, fix, severity="info")
             return
         msg = f"All {g.height} decode lines report {label}: False although graphs are not disabled: capture did not happen or does not cover these batches."
-        fix = Fix(summary="Check the startup log for `Capture cuda graph begin/end`; make sure --cuda-graph-max-bs covers the running batch and that the attention backend supports graphs.", args={}, safety=self.doc["Fix safety"].replace("\n", " "))
+        fix = Fix(summary="Check the startup log for `Capture cuda graph begin/end`; make sure --cuda-graph-max-bs covers the running batch and that the attention backend supports graphs.", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, ev, fix)

@@ -152,7 +152,7 @@ class LowSpecAcceptance(Rule):
         fix = Fix(
             summary="Check that the draft matches the target (EAGLE-3 hidden-state layer ids, target revision, chat template) against a reference benchmark at temperature 0; meanwhile one draft step wastes the least.",
             args=args,
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, accept_len=L, alpha=round(a, 4), positions=d)
 
@@ -227,7 +227,7 @@ class DraftTreeTooLarge(Rule):
             summary=f"Shorten the draft to {best} step{'s' if best > 1 else ''}: --speculative-num-steps {best} --speculative-eagle-topk 1 --speculative-num-draft-tokens {best + 1} "
             f"(expected accept length {L_new:.2f} vs {L:.2f}, with {steps - best} fewer draft steps and {(ndt or steps + 1) - (best + 1)} fewer verify tokens per cycle).",
             args={"--speculative-num-steps": str(best), "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": str(best + 1)},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, alpha=round(a, 4), best_steps=best, expected_accept_len=round(L_new, 3))
 
@@ -284,7 +284,7 @@ class DraftModelFullTp(Rule):
         fix = Fix(
             summary=f"SGLang has no separate draft TP: use fewer draft steps, or --tp {tp // 2} --dp 2 if the weights fit in half the GPUs.",
             args={},
-            safety=self.doc["Fix safety"].replace("\n", " "),
+            safety=self.fix_safety,
         )
         yield self.finding(run, msg, ev, fix, tp=tp)
 
@@ -335,7 +335,7 @@ class SpeculationUnprofitable(Rule):
         if not (facts.is_spec(run) or d.get_column("accept_len").drop_nulls().len()):
             return
         flags = {f"--{k.replace('_', '-')}": None for k in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens") if run.args.get(k) is not None}
-        fix = Fix(summary="Serve without speculative decoding (remove the --speculative-* flags), or fix the draft's acceptance first.", args=flags, safety=self.doc["Fix safety"].replace("\n", " "))
+        fix = Fix(summary="Serve without speculative decoding (remove the --speculative-* flags), or fix the draft's acceptance first.", args=flags, safety=self.fix_safety)
         s_rows, L, _ = accept_stats(run, o["min_rows"])
         if s_rows is not None and L <= o["max_useless_accept_len"]:
             msg = f"Median accept length is {L:.2f}: each speculative cycle yields about one token, the same as a plain decode step, while also paying the draft steps."
