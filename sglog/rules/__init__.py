@@ -25,7 +25,7 @@ from sglog.rules.memory import (
     TpMemoryImbalance,
     WeightsExceedGpuMemory,
 )
-from sglog.rules.platform import IllegalMemoryAccess, MissingDependency, NcclTimeout, UnsupportedGpuArch
+from sglog.rules.platform import IllegalMemoryAccess, KvTransferFailed, MissingDependency, NcclTimeout, UnsupportedGpuArch
 from sglog.rules.scheduling import CudaGraphsNeverCaptured, DecodeBatchExceedsCudaGraph, KvCapacityBound, KvRetraction, SchedulerTooConservative
 from sglog.rules.speculative import DraftModelFullTp, DraftTreeTooLarge, LowSpecAcceptance, SpeculationUnprofitable
 
@@ -58,6 +58,7 @@ RULES: tuple[Rule, ...] = (
     MissingDependency(),
     NcclTimeout(),
     IllegalMemoryAccess(),
+    KvTransferFailed(),
     # lifecycle
     Crash(),
     ServerNeverReady(),

@@ -299,6 +299,11 @@ class CudaGraphsNeverCaptured(Rule):
     ## What it finds
     At least `min_rows` decode lines, all with `cuda graph: False`, at batch
     sizes the graphs would cover (at most `--cuda-graph-max-bs` when known).
+    A shorter log (an excerpt pasted into an issue) with at least
+    `min_rows_info` such lines gets an info finding that says how few lines it
+    is based on: each decode line summarises ~40 decode steps, so even two
+    lines without a graph are a signal, but not proof that the whole run
+    lacked graphs.
 
     ## Why it matters
     Without graphs each decode step pays the CPU cost of launching every
@@ -325,15 +330,22 @@ class CudaGraphsNeverCaptured(Rule):
     code = "SGL205"
     name = "cuda-graphs-never-captured"
     severity = "warning"
-    options = {"min_rows": Option(5, "decode lines needed")}
+    options = {
+        "min_rows": Option(5, "decode lines needed for a warning"),
+        "min_rows_info": Option(2, "decode lines needed for an info finding that names how few lines it rests on"),
+    }
 
     def _check(self, run, o) -> Iterator:
         d = facts.decode_rows(run)
-        if d.height < o["min_rows"] or "cuda_graph" not in d.columns:
+        least = min(o["min_rows"], o["min_rows_info"])
+        if d.height < least or "cuda_graph" not in d.columns:
             return
         g = d.filter(pl.col("cuda_graph").is_not_null())
-        if g.height < o["min_rows"] or g.get_column("cuda_graph").any():
+        if g.height < least or g.get_column("cuda_graph").any():
             return
+        few = g.height < o["min_rows"]
+        only = f" (based on only {g.height} decode lines)" if few else ""
+        lines = "The log's decode lines" if few else f"All {g.height} decode lines"
         M = facts.max_graph_bs(run)
         if M and "running_req" in g.columns and (g.get_column("running_req") > M).mean() > 0.5:
             return  # decode-batch-exceeds-cuda-graph explains it
@@ -346,10 +358,10 @@ class CudaGraphsNeverCaptured(Rule):
         ev.append(window_evidence(run, f"{g.height} decode lines, none with cuda graph: True ({facts.line_span(g)})"))
         label = "npu graph" if "graph_backend" in g.columns and (g.get_column("graph_backend") == "npu").any() else "cuda graph"
         if disabled:
-            msg = f"All {g.height} decode lines ran without CUDA graphs: --disable-cuda-graph is set."
+            msg = f"{lines} ran without CUDA graphs: --disable-cuda-graph is set{only}."
             fix = Fix(summary="Remove --disable-cuda-graph to capture decode graphs (if the platform supports them).", args={"--disable-cuda-graph": None}, safety=self.fix_safety)
             yield self.finding(run, msg, ev, fix, severity="info")
             return
-        msg = f"All {g.height} decode lines report {label}: False although graphs are not disabled: capture did not happen or does not cover these batches."
+        msg = f"{lines} report {label}: False although graphs are not disabled: capture did not happen or does not cover these batches{only}."
         fix = Fix(summary="Check the startup log for `Capture cuda graph begin/end`; make sure --cuda-graph-max-bs covers the running batch and that the attention backend supports graphs.", args={}, safety=self.fix_safety)
-        yield self.finding(run, msg, ev, fix)
+        yield self.finding(run, msg, ev, fix, severity="info" if few else None)
