@@ -1,211 +1,727 @@
-"""The vectorised path for the hot line kinds (prefill/decode batch, http access).
+"""The vectorised path: whole chunks of a file read with polars, lark only for exemplars.
 
-Per chunk of a file: split into a polars column of physical lines, route the
-hot kinds by a literal needle, and read them with regexes *derived from the
-grammar*:
+Per chunk (newline-aligned bytes, see sglog/inputs.py):
 
-* the envelope and the batch heads come from grammar terminals;
-* a batch line's key/value body is generic, so lines are grouped by their
-  *shape* (the body with its values removed); one exemplar per shape is parsed
-  by lark, and its key sequence becomes an anchored regex (keys literal, values
-  the grammar's ``COLON_VALUE``), applied to every line of that shape with
-  ``str.extract_groups``, then typed with the event class's table;
-* ``http_access`` is a flat grammar rule compiled whole.
+1. **Lines.** ``split_lines`` turns the chunk into a frame ``(line, raw)`` with
+   polars' CSV reader (one column, no quoting: a multi-threaded line splitter);
+   chunks it could read differently from Python's ``split("\\n")`` (CRLF, NUL,
+   the separator byte, a BOM, invalid UTF-8) are split in Python instead.
+2. **Claims** (``route``).  A line is read here, outside the record folder, only
+   when it certainly is a whole record of its own: it starts a record (an
+   SGLang envelope or a uvicorn level), nothing in it makes the record layer
+   cut or fold it (ANSI, CR, NUL, a glued progress bar, a traceback or args
+   dump), and the *next* line starts a record too -- a record start never
+   continues a record.  Every other line goes to the record layer
+   (sglog/records.py) and lark, unchanged.
+3. **Key/value families** (``decode_batch``, ``prefill_batch``, ``retraction``:
+   rules ``HEAD colon_kvs``) are read by *shape*: the head and the sequence of
+   keys.  The first line of a new shape is parsed by lark (the exemplar); its
+   keys, with value classes chosen from the event class's FIELDS table (ints,
+   decimals, booleans), become one anchored regex that ``str.extract_groups``
+   applies to every line's message, then a polars cast per group.  A value
+   outside its class (``5.``, `` 5``, ``12.5%``, a 20-digit int...) does not
+   match, and the line goes to lark: the regex decides *which* lines are
+   plain, never what they mean.  Rules whose message is one terminal with
+   capture groups (the event class's TERMS) are read the same way.
+4. **Access lines** use the grammar's flat ``http_access`` rule compiled whole.
+5. **Checked.** For every shape used in a chunk, one row is re-read by the
+   record folder and lark and compared (sglog/parse.py); a mismatch retires
+   the shape and its rows go to lark.
 
-Lines the fast path is not sure about (ANSI codes, ``\\r``, no shape match) go
-to the record layer and lark, so the result is the same as a lark-only parse.
+Batch and access rows become polars frames; rows of the other families become
+``Event`` objects.  Results equal a lark-only parse (``parse_file(fast=False)``).
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from sglog import grammar, messages, schema
-from sglog.events import KIND_CLASSES, RANK_AXES, Rank, normalise_key
+from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
 
-# Python-side converters of the FIELDS tables -> polars casts
-_INT, _FLOAT, _BOOL = "int", "float", "bool"
+BATCH_KINDS = ("decode_batch", "prefill_batch")
+HOT_KINDS = ("prefill_batch", "decode_batch", "http_access")
+MAX_NEW_SHAPES = 8  # per chunk and family; lines of further new shapes go to lark
+TS_UNIT = "ms"
+
+# value classes of the typed regex groups: (regex, polars dtype).  Unbounded repeats (bounded
+# ones make the automaton much larger, 4x slower); ints too long for Int64 are caught after the cast.
+# ASCII digits only: Python's int()/float() take other Unicode digits, polars' casts do not.
+_INT = (r"-?[0-9]+", pl.Int64)
+_DEC = (r"-?[0-9]+\.[0-9]+", pl.Float64)
+_NUM = (r"-?[0-9]+(?:\.[0-9]+)?", pl.Float64)
+_BOOL = (r"True|False", pl.Boolean)
+
+# ---------------------------------------------------------------- lines
 
 
-def _conv_kind(conv) -> str:
-    name = getattr(conv, "__name__", "")
-    return {"to_int": _INT, "to_float": _FLOAT, "to_bool": _BOOL}.get(name, "guess")
+def split_lines(chunk: bytes | str, first_line: int, n: int | None = None) -> pl.DataFrame:
+    """A chunk (ending on a line boundary) -> frame(line: Int64, raw: String).
+
+    Lines are split on ``\\n`` only and keep everything else (``\\r``, NUL,
+    ANSI codes); invalid UTF-8 becomes U+FFFD as with ``errors="replace"``.
+    """
+    if isinstance(chunk, str):
+        chunk = chunk.encode("utf-8", errors="surrogatepass")
+    if not chunk:
+        return pl.DataFrame({"line": pl.Series([], dtype=pl.Int64), "raw": pl.Series([], dtype=pl.String)})
+    if n is None:
+        n = line_count(chunk)
+    raw = None
+    if n < len(chunk) and _csv_safe(chunk):
+        try:
+            frame = pl.read_csv(
+                io.BytesIO(chunk),
+                has_header=False,
+                separator="\x1f",
+                quote_char=None,
+                new_columns=["raw"],
+                schema={"raw": pl.String},
+                empty_string_is_null=False,
+                encoding="utf8",
+                raise_if_empty=False,
+            )
+            if frame.height == n and frame.width == 1:
+                raw = frame.get_column("raw").fill_null("")
+        except (pl.exceptions.PolarsError, UnicodeDecodeError):
+            raw = None
+    if raw is None:
+        text = chunk.decode("utf-8", errors="replace")
+        if text.endswith("\n"):
+            text = text[:-1]
+        raw = pl.Series("raw", text.split("\n"), dtype=pl.String)
+    return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
+
+
+def line_count(chunk: bytes) -> int:
+    return chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+
+
+def _csv_safe(chunk: bytes) -> bool:
+    """Would the CSV reader give exactly Python's split on LF?  (It drops a CR before LF and a
+    BOM and stops at its separator; NUL is avoided.)  Single-byte searches are memchr-fast."""
+    if chunk.startswith(b"\xef\xbb\xbf") or b"\x00" in chunk or b"\x1f" in chunk:
+        return False
+    return b"\r" not in chunk or (b"\r\n" not in chunk and not chunk.endswith(b"\r"))
+
+
+# ---------------------------------------------------------------- patterns derived from the grammar
 
 
 @functools.cache
 def _patterns() -> dict[str, str]:
     env = grammar.envelope_regex()
-    value = grammar.terminal_pattern("COLON_VALUE")
+    uv = grammar.terminal_pattern("UVICORN_LEVEL")
+    ranks = grammar.terminal_pattern("ENV_RANKS")
     return {
-        "batch": env + f"(?P<head>{grammar.terminal_pattern('PREFILL_HEAD')}|{grammar.terminal_pattern('DECODE_HEAD')})(?P<body>.*)$",
-        "access": f"^(?:\\[(?P<ts>{grammar.terminal_pattern('ENV_TS')})\\] )?" + grammar.flat_rule_regex("http_access") + "$",
-        "value": value,
-        "end": grammar.terminal_pattern("END"),
-        "sep": ", ",
+        "start": f"(?:{env})|^(?:{uv})",  # a line that certainly starts a record
+        "env_inner": f"^(?P<ts>{grammar.terminal_pattern('ENV_TS')})(?P<ranks>{ranks})?$",
+        "access": grammar.flat_rule_regex("http_access") + "$",
+        # where records.clean may cut a glued progress bar off: before a log head that
+        # follows ']', '|', '%' or '.' (a superset, without look-behind)
+        "glued": r"[\]|%.] ?[\[(/]",
     }
 
 
-_SHAPE_STRIP = r": (?:\[[^\]]*\]|[^,]*)"  # remove every value (mirrors COLON_VALUE)
+_STD_TS = r"^\d{4}-\d\d-\d\d [0-2]\d:[0-5]\d:[0-5]\d(?: |$)"  # the usual 'YYYY-MM-DD HH:MM:SS', no ms
+
+# texts that make the record layer treat a line specially (cut it, open a block): never claimed
+_BLOCK_OPENERS = ("Traceback (most recent call last):", "--- Logging error ---", "server_args=")
+
+# route codes
+SLOW, BATCH, ACCESS, OTHER = 0, 1, 2, 3
 
 
-def split_lines(text: str, first_line: int) -> pl.DataFrame:
-    """A chunk of text (ending on a line boundary) -> frame(line, raw)."""
-    if text.endswith("\n"):
-        text = text[:-1]
-    s = pl.Series("raw", [text]).str.split("\n").explode()
-    return pl.DataFrame({"raw": s}).with_row_index("line", offset=first_line).with_columns(pl.col("line").cast(pl.Int64))
+def route(df: pl.DataFrame) -> pl.DataFrame:
+    """Add ``route``: SLOW (record layer) or BATCH / ACCESS / OTHER (claimed).
 
-
-def hot_mask(df: pl.DataFrame) -> pl.DataFrame:
-    """Add ``route``: 'batch', 'access' or None (slow path)."""
+    A line is claimed only when it certainly is a whole record: it starts a
+    record (SGLang envelope or uvicorn level), nothing in it makes the record
+    layer cut or fold it, and the next line starts a record too.  OTHER lines
+    start with ``[`` and may belong to another key/value family.
+    """
+    pats = _patterns()
     raw = pl.col("raw")
-    clean = ~raw.str.contains("\x1b", literal=True) & ~raw.str.contains("\r", literal=True)
-    batch = raw.str.contains("] Decode batch", literal=True) | raw.str.contains("] Prefill batch", literal=True)
-    access = raw.str.contains('" ', literal=True) & raw.str.contains(":     ", literal=True) & raw.str.contains(' HTTP/', literal=True)
-    return df.with_columns(
-        pl.when(clean & batch).then(pl.lit("batch")).when(clean & access).then(pl.lit("access")).otherwise(None).alias("route")
-    )
-
-
-# -- envelope --------------------------------------------------------------------
-
-
-def _with_envelope(df: pl.DataFrame) -> pl.DataFrame:
-    """Typed ts / ts_has_date / rank columns from the ``ts`` and ``ranks`` strings."""
-    ts = pl.col("ts")
-    has_date = ts.str.len_chars() > 12
-    full = (
-        pl.when(has_date)
-        .then(ts.str.replace(",", ".", literal=True))
-        .otherwise(pl.lit("1900-01-01 ") + ts.str.replace(",", ".", literal=True))
-    )
+    # (expressions are not shared between columns: materialise each step once)
+    df = df.with_columns((raw.str.contains(pats["start"]) & ~raw.str.contains(_dirty_regex())).alias("_ok"), raw.str.starts_with("[").alias("_env"))
+    ok = pl.col("_ok")
+    df = df.with_columns((ok & ok.shift(-1, fill_value=False)).alias("_claim"))
+    claim, env = pl.col("_claim"), pl.col("_env")
     df = df.with_columns(
-        full.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="ms").alias("ts"),
-        has_date.alias("ts_has_date"),
+        (claim & env & raw.str.contains(r"\] (?:Decode|Prefill) batch")).alias("_b"),
+        (claim & raw.str.contains(" HTTP/", literal=True)).alias("_a"),
     )
-    if "ranks" in df.columns:
-        uniq = [r for r in df.get_column("ranks").unique().to_list() if r]
-        rows = []
-        for r in uniq:
-            rank = Rank.parse(r)
-            rows.append({"ranks": r, "rank": rank.label if rank else None, **{a: getattr(rank, a) if rank else None for a in RANK_AXES}})
-        rdf = pl.DataFrame(rows, schema={"ranks": pl.String, "rank": pl.String, **{a: pl.Int64 for a in RANK_AXES}})
-        df = df.join(rdf, on="ranks", how="left").drop("ranks")
-    return df
-
-
-# -- batch lines -------------------------------------------------------------------
+    code = (
+        pl.when(~claim)
+        .then(pl.lit(SLOW, pl.Int8))
+        .when(pl.col("_b"))
+        .then(pl.lit(BATCH, pl.Int8))
+        .when(pl.col("_a"))
+        .then(pl.lit(ACCESS, pl.Int8))
+        .when(env)
+        .then(pl.lit(OTHER, pl.Int8))
+        .otherwise(pl.lit(SLOW, pl.Int8))
+    )
+    return df.with_columns(code.alias("route")).drop("_ok", "_env", "_claim", "_b", "_a")
 
 
 @functools.cache
-def _shape_regex(kind: str, exemplar_body: str, head: str) -> tuple[str, tuple[str, ...]] | None:
-    """Derive the extraction regex of one batch-line shape from its lark parse."""
-    parsed = messages.parse_message(head + exemplar_body)
-    if parsed is None or parsed[0] != kind:
-        return None
-    from lark import Tree
-
-    tree = grammar.parser().parse(head + exemplar_body)
-    keys = [str(t.children[0]) for t in tree.iter_subtrees_topdown() if isinstance(t, Tree) and t.data == "colon_kv"]
-    pats = _patterns()
-    parts = []
-    names = []
-    for i, key in enumerate(keys):
-        names.append(key)
-        parts.append(grammar.escape(key) + ": " + f"(?P<v{i}>{pats['value']})")
-    regex = "^" + pats["sep"].join(parts) + f"(?:{pats['end']})?$"
-    return regex, tuple(names)
+def _dirty_regex() -> str:
+    """One regex for every text that makes a line unclaimable (literal alternatives scan fast)."""
+    alts = [grammar.escape(n) for n in _glue_needles() + _BLOCK_OPENERS] + [r"\x1b", r"\r", r"\x00"]
+    if not _glue_needles():
+        alts.append(_patterns()["glued"])
+    return "|".join(alts)
 
 
-def read_batches(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """rows(line, raw, ...) routed 'batch' -> (typed batch frame, rows left for the slow path)."""
-    pats = _patterns()
-    ext = rows.with_columns(pl.col("raw").str.extract_groups(pats["batch"]).alias("_m")).unnest("_m")
-    ok = ext.filter(pl.col("head").is_not_null() & pl.col("ray").is_null())
-    rest = rows.join(ok.select("line"), on="line", how="anti")
-    if ok.height == 0:
-        return pl.DataFrame(), rest
-    ok = ok.with_columns(
-        pl.when(pl.col("head").str.starts_with("Decode")).then(pl.lit("decode_batch")).otherwise(pl.lit("prefill_batch")).alias("kind"),
-        pl.col("body").str.replace_all(_SHAPE_STRIP, ":").alias("_shape"),
-        pl.col("head").str.replace(r"\[\d+\]", "[0]").alias("_headshape"),
-    )
-    frames = []
-    leftovers = []
-    groups = ok.group_by(["kind", "_headshape", "_shape"], maintain_order=True)
-    for (kind, _hs, _shape), group in groups:
-        head = group.get_column("head")[0]
-        body = group.get_column("body")[0]
-        derived = _shape_regex(kind, body, head)
-        if derived is None:
-            leftovers.append(group.select("line"))
+_KNOWN_GLUE_PREFIX = r"^(?:\.+|.*\d{1,3}%(?: Completed \||\|).*)$"
+
+
+@functools.cache
+def _glue_needles() -> tuple[str, ...]:
+    """Literals that every line records.clean would cut contains, when its glue rule is the known one.
+
+    A claimed line starts with a record head, so the text before a glued head
+    can only be a progress bar (``..NN%|`` or ``..NN% Completed |``).  With
+    another rule in records.py, ``route`` uses a superset regex instead.
+    """
+    from sglog import records
+
+    pat = getattr(records, "_GLUE_PREFIX", None)
+    if pat is not None and pat.pattern == _KNOWN_GLUE_PREFIX:
+        return ("%|", "% Completed |")
+    return ()
+
+
+# ---------------------------------------------------------------- envelope
+
+
+def with_envelope(df: pl.DataFrame) -> pl.DataFrame:
+    """(line, raw, ...) of lines starting with ``[ts RANKS] `` -> + msg, ts, ts_has_date, rank, axes.
+
+    ``msg`` is the text after the envelope.  Only for rows the record layer's
+    envelope regex matches (``route`` checked it); ts and ranks are split the
+    way that regex splits them and typed the way the record parser types them.
+    """
+    parts = pl.col("raw").str.splitn("] ", 2)  # the first '] ' ends the envelope (ENV_TS/ENV_RANKS have no ']')
+    df = df.with_columns(parts.struct.field("field_0").str.slice(1).alias("_env"), parts.struct.field("field_1").alias("msg"))
+    inner = pl.col("_env")
+    if df.select(inner.str.contains(_STD_TS).all()).item():
+        df = df.with_columns(_std_ts(inner.str.slice(0, 19)), pl.lit(True).alias("ts_has_date"), inner.str.slice(19).alias("_ranks"))
+    else:
+        ext = inner.str.extract_groups(_patterns()["env_inner"])
+        ts = ext.struct.field("ts")
+        has_date = ts.str.len_chars() > 12
+        text = ts.str.replace(",", ".", literal=True)
+        full = pl.when(has_date).then(text).otherwise(pl.lit("1900-01-01 ") + text)
+        parsed = full.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit=TS_UNIT)
+        # chrono takes leap seconds (:60), Python's datetime does not
+        parsed = pl.when(ts.str.contains(r":[6-9]\d(?:[.,]|$)")).then(pl.lit(None, pl.Datetime(TS_UNIT))).otherwise(parsed)
+        df = df.with_columns(parsed.alias("ts"), (has_date | parsed.is_null()).alias("ts_has_date"), ext.struct.field("ranks").alias("_ranks"))
+    return _with_ranks(df.drop("_env"))
+
+
+def _std_ts(text: pl.Expr) -> pl.Expr:
+    """'YYYY-MM-DD HH:MM:SS' (seconds 00-59) -> datetime, null where Python's datetime refuses it too."""
+    return text.str.strptime(pl.Datetime(TS_UNIT), "%Y-%m-%d %H:%M:%S", strict=False).alias("ts")
+
+
+def _with_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    """``_ranks`` (' TP3', None) -> rank label + one column per axis, as Rank.parse reads them."""
+    rows = []
+    for r in df.get_column("_ranks").unique().to_list():
+        rank = Rank.parse(r) if r else None
+        if r:
+            rows.append({"_ranks": r, "rank": rank.label if rank else None, **{a: getattr(rank, a) if rank else None for a in RANK_AXES}})
+    rdf = pl.DataFrame(rows, schema={"_ranks": pl.String, "rank": pl.String, **{a: pl.Int64 for a in RANK_AXES}})
+    # axes no line has stay null literals (no memory); the others come from a join
+    used = [a for a in RANK_AXES if rdf.get_column(a).null_count() < rdf.height]
+    df = df.join(rdf.select("_ranks", "rank", *used), on="_ranks", how="left", maintain_order="left").drop("_ranks")
+    return df.with_columns([pl.lit(None, pl.Int64).alias(a) for a in RANK_AXES if a not in used])
+
+
+# ---------------------------------------------------------------- key/value families
+
+# rules ``KIND: HEAD colon_kvs`` read here: kind -> (head terminal, whether the head's text is part
+# of the shape: its wording becomes a field)
+FAMILIES = {
+    "decode_batch": ("DECODE_HEAD", False),
+    "prefill_batch": ("PREFILL_HEAD", False),
+    "retraction": ("RETRACT_HEAD", True),
+}
+
+
+@functools.cache
+def _family_heads() -> dict[str, str]:
+    """kind -> head regex, for the families whose head terminal the grammar still has."""
+    out = {}
+    for kind, (term, _lit) in FAMILIES.items():
+        try:
+            out[kind] = grammar.terminal_pattern(term)
+        except KeyError:
             continue
-        regex, keys = derived
-        vals = group.with_columns(pl.col("body").str.extract_groups(regex).alias("_v")).unnest("_v")
-        matched = vals.filter(pl.col("v0").is_not_null()) if keys else vals
-        missed = vals.filter(pl.col("v0").is_null()) if keys else vals.clear()
-        if missed.height:
-            leftovers.append(missed.select("line"))
-        frames.append(_type_batch(matched, kind, keys))
-    if leftovers:
-        rest = pl.concat([rest, rows.join(pl.concat(leftovers), on="line", how="semi")])
-    out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-    return out, rest
+    return out
 
 
-def _type_batch(df: pl.DataFrame, kind: str, keys: tuple[str, ...]) -> pl.DataFrame:
-    table = KIND_CLASSES[kind].FIELDS
-    exprs: list[pl.Expr] = []
-    for i, key in enumerate(keys):
-        name = normalise_key(key)
-        col = pl.col(f"v{i}").str.strip_chars().str.strip_chars_end(".")
-        conv = _conv_kind(table.get(name))
-        if name == "new_token_ratio":
-            continue
-        if conv == _INT:
-            exprs.append(col.cast(pl.Int64, strict=False).alias(name))
-        elif conv == _FLOAT:
-            if key.endswith("rate") and name == "cache_hit_rate":
-                exprs.append((col.str.strip_chars_end("%").cast(pl.Float64, strict=False) / 100.0).alias(name))
-            else:
-                exprs.append(col.str.strip_chars_end("%").cast(pl.Float64, strict=False).alias(name))
-        elif conv == _BOOL:
-            exprs.append((col == "True").alias(name))
+@dataclass
+class Shape:
+    """One line shape of a family: its extraction regexes and how to type each group."""
+
+    kind: str
+    regex: str  # anchored, on the message (text after the envelope); group 'head' + v0..vN
+    names: list[str | None]  # field name of each value group (None: overridden by a later key)
+    dtypes: list[Any]
+    const: dict[str, Any] = field(default_factory=dict)  # fields not from the key/values or the head
+    order: list[str] = field(default_factory=list)  # field order of the lark parse
+
+
+class ShapeBook:
+    """The shapes of one file (derived from lark parses of exemplars); shared by the reader threads."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[str, list[Shape]] = {k: [] for k in FAMILIES}
+        self.terms: list[TermShape] = []
+        self.not_terms: set[str] = set()  # digit-zeroed messages whose lark parse is no term shape
+        self.retired: set[str] = set()
+        self.access_ok = True
+
+    def derive(self, kinds: tuple[str, ...], msg: str) -> Shape | None:
+        """The shape of this exemplar (a known one if another thread found it first), or None."""
+        shape = derive_shape(kinds, msg)
+        if shape is None or shape.regex in self.retired:
+            return None
+        for known in self.shapes[shape.kind]:
+            if known.regex == shape.regex:
+                return known
+        self.shapes[shape.kind] = self.shapes[shape.kind] + [shape]
+        return shape
+
+    def retire(self, shape: Shape | TermShape) -> None:
+        self.retired.add(shape.regex)
+        if isinstance(shape, TermShape):
+            self.terms = [s for s in self.terms if s.regex != shape.regex]
         else:
-            # unknown key: typed by its look, like events.guess does
-            num = col.cast(pl.Float64, strict=False)
-            exprs.append(pl.when(col.str.ends_with("%")).then(col.str.strip_chars_end("%").cast(pl.Float64, strict=False) / 100).otherwise(num).alias(name))
-    base = [pl.col("line"), pl.col("kind"), pl.col("ts"), pl.col("ranks")]
-    if "text" in df.columns:
-        base.append(pl.col("text"))
-    extra = []
-    if "head" in df.columns:
-        extra.append(pl.col("head").str.extract(r"\[(\d+)\]").cast(pl.Int64, strict=False).alias("forward_iter"))
-        extra.append(pl.col("head").str.extract(r"mixed #running-req: (\d+)").cast(pl.Int64, strict=False).alias("mixed_running_req"))
-    graph = [k for k in keys if k.endswith(" graph") and k != "cuda graph"]
-    if graph:
-        extra.append(pl.lit(graph[0].split()[0]).alias("graph_backend"))
-    out = df.select(base + exprs + extra)
-    # drop head columns that are all null
-    drop = [c for c in ("forward_iter", "mixed_running_req") if c in out.columns and out.get_column(c).null_count() == out.height]
-    return out.drop(drop)
+            self.shapes[shape.kind] = [s for s in self.shapes[shape.kind] if s.regex != shape.regex]
+
+    def derive_term(self, msg: str) -> TermShape | None:
+        shape = derive_term_shape(msg)
+        if shape is None or shape.regex in self.retired:
+            return None
+        for known in self.terms:
+            if known.regex == shape.regex:
+                return known
+        self.terms = self.terms + [shape]
+        return shape
 
 
-def read_access(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    pats = _patterns()
-    ext = rows.with_columns(pl.col("raw").str.extract_groups(pats["access"]).alias("_m")).unnest("_m")
-    ok = ext.filter(pl.col("http_status").is_not_null())
-    rest = rows.join(ok.select("line"), on="line", how="anti")
-    if ok.height == 0:
-        return pl.DataFrame(), rest
+def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
+    """The shape of a message of one of these key/value families, from its lark parse; None if it
+    is of another kind or cannot be vectorised."""
+    parsed = messages.parse_message(msg)
+    if parsed is None or parsed[0] not in kinds:
+        return None
+    kind = parsed[0]
+    head_pat = _family_heads().get(kind)
+    if head_pat is None:
+        return None
+    from lark import Token, Tree
+
+    try:
+        tree = grammar.parser().parse(msg)
+    except Exception:
+        return None
+    if not isinstance(tree, Tree) or tree.data != kind or len(tree.children) != 2:
+        return None
+    head_tok, kvs = tree.children
+    if not isinstance(head_tok, Token) or not isinstance(kvs, Tree):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for child in kvs.children:
+        if isinstance(child, Tree):
+            if child.data != "colon_kv" or len(child.children) < 2:
+                return None
+            pairs.append((str(child.children[0]), str(child.children[-1])))
+    if not pairs:
+        return None
+    table = KIND_CLASSES[kind].FIELDS
+    parts: list[str] = []
+    names: list[str | None] = []
+    dtypes: list[Any] = []
+    g = 0
+    for key, value in pairs:
+        name = normalise_key(key)
+        if name == "new_token_ratio" and "->" in value:
+            # Event.typed splits 'a -> b' into new_token_ratio_before / new_token_ratio
+            if not re.fullmatch(rf"{_DEC[0]} -> {_DEC[0]}", value):
+                return None
+            parts.append(grammar.escape(key) + f": (?P<v{g}>{_DEC[0]}) -> (?P<v{g + 1}>{_DEC[0]})")
+            names += ["new_token_ratio_before", "new_token_ratio"]
+            dtypes += [pl.Float64, pl.Float64]
+            g += 2
+            continue
+        cls = _value_class(table.get(name), value)
+        if cls is None:
+            return None
+        parts.append(grammar.escape(key) + f": (?P<v{g}>{cls[0]})")
+        names.append(name)
+        dtypes.append(cls[1])
+        g += 1
+    head = str(head_tok)
+    head_re = grammar.escape(head) if FAMILIES[kind][1] else head_pat
+    body = f"(?P<head>{head_re})" + ", ".join(parts) + "(?:, ?)?$"  # lark's END after a value
+    # later keys win (as in Event.typed)
+    seen: set[str] = set()
+    for i in range(len(names) - 1, -1, -1):
+        if names[i] in seen:
+            names[i] = None
+        seen.add(names[i])
+    head_fields = messages.head_fields(kind, head) if kind in BATCH_KINDS else {}
+    typed = {n for n in names if n}
+    fields = {k: v for k, v in parsed[1].items() if not isinstance(v, (list, dict))}
+    const = {k: v for k, v in fields.items() if k not in typed and k not in head_fields}
+    shape = Shape(kind, "^" + body, names, dtypes, const, list(fields))
+    # the exemplar itself must come out the same
+    m = re.match(shape.regex, msg)
+    if m is None:
+        return None
+    mine: dict[str, Any] = dict(head_fields)
+    for i, (name, dt) in enumerate(zip(names, dtypes)):
+        if name:
+            mine[name] = _py_cast(m.group(f"v{i}"), dt)
+    mine.update(const)
+    return shape if same_values(mine, fields) else None
+
+
+def _value_class(conv, value: str) -> tuple[str, Any] | None:
+    """The regex class and dtype of one value: only classes (that the exemplar's value is in)
+    whose polars cast gives what ``conv`` gives."""
+    if conv is to_int:
+        cands = [_INT]
+    elif conv is to_float:
+        cands = [_NUM]
+    elif conv is to_bool:
+        cands = [_BOOL]
+    elif conv is None or conv is guess:  # unknown key: typed by its look (events.guess)
+        cands = [_INT, _DEC, _BOOL]
+    else:
+        return None
+    for cls in cands:
+        if re.fullmatch(cls[0], value):
+            return cls
+    return None
+
+
+def _py_cast(text: str, dtype) -> Any:
+    if dtype == pl.Int64:
+        return int(text)
+    if dtype == pl.Float64:
+        return float(text)
+    return text == "True"
+
+
+# literal starts of the batch heads: which rows to try a kind's shapes on (the regexes decide)
+_NEEDLES = {"decode_batch": "Decode batch", "prefill_batch": "Prefill batch"}
+
+
+def read_family(kinds: tuple[str, ...], rows: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[Shape, int]]]:
+    """Claimed rows (line, raw) of some families -> (typed frame in line order, rows left for lark, samples).
+
+    The envelope is split off first (a regex over the message alone is one-pass,
+    about twice as fast as one over the whole line).  Rows are grouped by the
+    literal start of their kind's head; each group meets its kind's known
+    shapes, then new shapes from lark exemplars.
+    """
+    todo = with_envelope(rows)
+    groups: list[tuple[tuple[str, ...], pl.DataFrame]] = []
+    if len(kinds) > 1 and all(k in _NEEDLES for k in kinds):
+        msg = pl.col("msg")
+        for k in kinds:
+            part = todo.filter(msg.str.starts_with(_NEEDLES[k]))
+            if part.height:
+                groups.append(((k,), part))
+        if sum(g.height for _k, g in groups) < todo.height:
+            groups.append((kinds, todo.filter(~pl.any_horizontal([msg.str.starts_with(_NEEDLES[k]) for k in kinds]))))
+    else:
+        groups.append((kinds, todo))
+    frames: list[pl.DataFrame] = []
+    samples: list[tuple[Shape, int]] = []
+    rest_parts: list[pl.DataFrame] = []
+    for ks, part in groups:
+        shapes = [sh for k in ks for sh in book.shapes.get(k, [])]
+        if shapes:
+            got, part, smp = _apply_shapes(part, shapes, keep_text)
+            if got is not None:
+                frames.append(got)
+                samples += smp
+        new = 0
+        while part.height:
+            if new >= MAX_NEW_SHAPES:
+                rest_parts.append(part)
+                break
+            new += 1
+            first = part.get_column("line")[0]
+            shape = book.derive(ks, part.get_column("msg")[0])
+            if shape is not None:
+                got, part, smp = _apply_shapes(part, [shape], keep_text)
+                if got is not None:
+                    frames.append(got)
+                    samples += smp
+            if part.height and part.get_column("line")[0] == first:  # the exemplar itself is not taken
+                rest_parts.append(part.head(1))
+                part = part.slice(1)
+    frame = _concat_sorted(frames)
+    rest = pl.concat([r.select("line", "raw") for r in rest_parts]).sort("line") if rest_parts else rows.select("line", "raw").clear()
+    return frame, rest, samples
+
+
+def _apply_shapes(todo: pl.DataFrame, shapes: list[Shape], keep_text: bool) -> tuple[pl.DataFrame | None, pl.DataFrame, list[tuple[Shape, int]]]:
+    """(rows some shape takes, typed, in line order; the other rows; a sample line per shape used).
+
+    Each shape's regex runs over every row (failing fast on other shapes' rows);
+    a row takes the first shape that matches, as if they were tried in turn.
+    """
+    msg = todo.get_column("msg")
+    parts = []
+    for j, shape in enumerate(shapes):
+        groups = msg.str.extract_groups(shape.regex).struct.unnest()
+        hit = pl.col("head").is_not_null()
+        exprs = []
+        for i, (name, dt) in enumerate(zip(shape.names, shape.dtypes)):
+            if not name:
+                continue
+            v = pl.col(f"v{i}")
+            if dt == pl.Boolean:
+                exprs.append((v == "True").alias(f"{j}:{name}"))
+            else:
+                exprs.append(v.cast(dt, strict=False).alias(f"{j}:{name}"))
+                if dt == pl.Int64:  # too long for Int64 (Python's int has no limit): leave to lark
+                    hit = hit & (v.str.len_bytes() <= 18)
+        parts.append(groups.select(hit.fill_null(False).alias(f"{j}:_hit"), pl.col("head").alias(f"{j}:head"), *exprs))
+        del groups
+    wide = pl.concat(parts, how="horizontal") if len(parts) > 1 else parts[0]
+    del parts
+    hits = [pl.col(f"{j}:_hit") for j in range(len(shapes))]
+    overlap = False
+    if len(shapes) > 1:
+        overlap = wide.select((pl.sum_horizontal(hits) > 1).any()).item()
+        if overlap:  # a row takes the first shape that matches
+            first = [hits[0]] + [hits[j] & ~pl.any_horizontal(hits[:j]) for j in range(1, len(shapes))]
+            wide = wide.with_columns([f.alias(f"{j}:_hit") for j, f in enumerate(first)])
+    counts = wide.select([h.sum() for h in hits]).row(0)
+    used = [j for j, c in enumerate(counts) if c]
+    if not used:
+        return None, todo, []
+    mask = wide.select(pl.any_horizontal([hits[j] for j in used]).alias("m")).to_series()
+
+    def pick(j_values: list[tuple[int, pl.Expr]]) -> pl.Expr:
+        # (a shape's groups are null on rows it does not match; rows it matched but does not
+        # take are filtered out below -- unless another shape took them: then mask)
+        if overlap:
+            j_values = [(j, pl.when(hits[j]).then(e)) for j, e in j_values]
+        elif any(isinstance(e, pl.Expr) and e.meta.is_literal() for _j, e in j_values):
+            j_values = [(j, pl.when(hits[j]).then(e) if e.meta.is_literal() else e) for j, e in j_values]
+        return j_values[0][1] if len(j_values) == 1 else pl.coalesce([e for _j, e in j_values])
+
+    names: list[str] = []  # lark's field order, shape by shape
+    for j in used:
+        rank = {k: i for i, k in enumerate(shapes[j].order)}
+        mine = [n for n in shapes[j].names if n] + list(shapes[j].const)
+        for n in sorted(mine, key=lambda k: rank.get(k, len(rank))):
+            if n not in names:
+                names.append(n)
+    cols = [pick([(j, pl.lit(shapes[j].kind)) for j in used]).alias("kind")]
+    for n in names:
+        srcs = []
+        for j in used:
+            if n in shapes[j].const:
+                srcs.append((j, pl.lit(shapes[j].const[n])))
+            elif n in shapes[j].names:
+                srcs.append((j, pl.col(f"{j}:{n}")))
+        cols.append(pick(srcs).alias(n))
+    batch = [j for j in used if shapes[j].kind in BATCH_KINDS]
+    if batch:
+        cols.append(pick([(j, pl.col(f"{j}:head")) for j in batch]).alias("_head"))
+    typed = wide.select(cols)
+    line = todo.get_column("line")
+    samples = [(shapes[j], line.filter(wide.get_column(f"{j}:_hit"))[-1]) for j in used]  # the last row each shape took
+    del wide
+    env = [pl.col("line"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES]]
+    if keep_text or any(shapes[j].kind not in BATCH_KINDS for j in used):
+        env.append(pl.col("raw").alias("text"))
+    out = pl.concat([todo.select(env), typed], how="horizontal")
+    out = out.select("line", "kind", *[c for c in out.columns if c not in ("line", "kind")])
+    if mask.all():
+        left = todo.clear()
+    else:
+        out = out.filter(mask)
+        left = todo.filter(~mask)
+    if batch:
+        pairs = out.select("kind", "_head").unique().rows()
+        head_rows = [{"kind": k, "_head": h, **messages.head_fields(k, h)} for k, h in pairs if h is not None]
+        head_cols = [c for c in sorted({k for r in head_rows for k in r} - {"kind", "_head"}) if c not in names]
+        if head_cols:
+            hdf = pl.DataFrame(head_rows, infer_schema_length=None).select("kind", "_head", *head_cols)
+            out = out.join(hdf, on=["kind", "_head"], how="left", maintain_order="left")
+        out = out.drop("_head")
+    return out, left, samples
+
+
+# ---------------------------------------------------------------- single-terminal rules (TERMS)
+
+
+@dataclass
+class TermShape:
+    """A rule whose message is one terminal with capture groups, named by the event class's TERMS."""
+
+    kind: str
+    regex: str  # ^(?:terminal)$ on the message
+    groups: list[tuple[int, str, str, Any]]  # (group index, field name, value class regex, dtype)
+    const: dict[str, Any] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+
+def derive_term_shape(msg: str) -> TermShape | None:
+    """The term shape of a message, from its lark parse; None if it is not one (or cannot be vectorised)."""
+    parsed = messages.parse_message(msg)
+    if parsed is None:
+        return None
+    kind, fields = parsed
+    cls = KIND_CLASSES.get(kind)
+    if cls is None or not getattr(cls, "TERMS", None) or any(isinstance(v, (list, dict)) for v in fields.values()):
+        return None
+    from lark import Token, Tree
+
+    try:
+        tree = grammar.parser().parse(msg)
+    except Exception:
+        return None
+    if not isinstance(tree, Tree) or tree.data != kind or len(tree.children) != 1 or not isinstance(tree.children[0], Token):
+        return None
+    tok = tree.children[0]
+    spec = cls.TERMS.get(tok.type)
+    if spec is None or str(tok) != msg:
+        return None
+    names, _consts = spec
+    try:
+        pattern = grammar.terminal_pattern(tok.type)
+        m = re.fullmatch(pattern, msg)
+    except Exception:
+        return None
+    if m is None or any(n and n.startswith("*") for n in names):
+        return None
+    groups = []
+    mine: dict[str, Any] = {}
+    for i, raw in enumerate(m.groups()):
+        name = names[i] if i < len(names) else None
+        if name is None or name in mine:
+            continue
+        if raw is None:
+            return None
+        vc = _value_class(cls.FIELDS.get(name), raw)
+        if vc is None:
+            return None
+        groups.append((i, name, vc[0], vc[1]))
+        mine[name] = _py_cast(raw, vc[1])
+    const = {k: v for k, v in fields.items() if k not in mine}
+    mine.update(const)
+    if not same_values(mine, fields):
+        return None
+    return TermShape(kind, f"^(?:{pattern})$", groups, const, list(fields))
+
+
+def read_terms(rows: pl.DataFrame, book: ShapeBook) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[TermShape, int]]]:
+    """Claimed rows (line, raw) with an envelope -> (event rows of term shapes, rows left for lark, samples)."""
+    frames: list[pl.DataFrame] = []
+    samples: list[tuple[TermShape, int]] = []
+    todo = with_envelope(rows)
+    for shape in book.terms:
+        if not todo.height:
+            break
+        got, todo = _apply_term(todo, shape)
+        if got is not None:
+            frames.append(got)
+            samples.append((shape, got.get_column("line")[-1]))
+    new = 0
+    while todo.height and new < MAX_NEW_SHAPES:
+        zeroed = todo.get_column("msg").str.replace_all("[1-9]", "0")
+        fresh = ~zeroed.is_in(list(book.not_terms)) if book.not_terms else pl.Series([True] * todo.height)
+        idx = fresh.arg_true()
+        if not len(idx):
+            break
+        new += 1
+        msg = todo.get_column("msg")[idx[0]]
+        shape = book.derive_term(msg)
+        got = None
+        if shape is not None:
+            got, todo = _apply_term(todo, shape)
+            if got is not None:
+                frames.append(got)
+                samples.append((shape, got.get_column("line")[-1]))
+        if (todo.get_column("msg") == msg).any():  # the exemplar is not taken: do not pick its like again
+            book.not_terms.add(zeroed[idx[0]])
+    return _concat_sorted(frames), todo.select("line", "raw"), samples
+
+
+def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    msg = pl.col("msg")
+    hit = msg.str.contains(shape.regex)
+    g = msg.str.extract_groups(shape.regex)
+    ext = todo.with_columns(g.alias("_g"))
+    fields = [f.name for f in ext.schema["_g"].fields]
+    casts = []
+    for i, name, vclass, dt in shape.groups:
+        v = pl.col("_g").struct.field(fields[i])
+        ok = v.str.contains(f"^(?:{vclass})$")
+        if dt == pl.Int64:
+            ok = ok & (v.str.len_bytes() <= 18)
+        hit = hit & ok.fill_null(False)
+        casts.append((v == "True" if dt == pl.Boolean else v.cast(dt, strict=False)).alias(f"_t_{name}"))
+    mask = ext.select(hit.fill_null(False)).to_series()
+    n = mask.sum()
+    if n == 0:
+        return None, todo
+    got = ext.filter(mask)
+    left = todo.filter(~mask)
+    values: dict[str, pl.Expr] = {}
+    for i, name, _vc, dt in shape.groups:
+        values[name] = pl.col(f"_t_{name}").alias(name)
+    for k, val in shape.const.items():
+        values[k] = pl.lit(val).alias(k)
+    rank = {k: i for i, k in enumerate(shape.order)}
+    cols = [pl.col("line"), pl.lit(shape.kind).alias("kind"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES], pl.col("raw").alias("text")]
+    out = got.with_columns(casts).select(*cols, *[values[k] for k in sorted(values, key=lambda k: rank.get(k, len(rank)))])
+    return out, left
+
+
+# ---------------------------------------------------------------- access lines
+
+
+def read_access(rows: pl.DataFrame, keep_text: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Claimed access rows (line, raw) -> (typed frame, rows left for lark)."""
+    ext = _access_envelope(rows)
+    ext = ext.with_columns(pl.col("msg").str.extract_groups("^" + _patterns()["access"]).alias("_m")).unnest("_m")
+    hit = ext.get_column("http_status").is_not_null()
+    if not hit.any():
+        return pl.DataFrame(), rows
+    if hit.all():
+        return _access_frame(ext, keep_text), rows.clear()
+    return _access_frame(ext.filter(hit), keep_text), ext.filter(~hit).select("line", "raw")
+
+
+def _access_frame(ok: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     cols = [
         pl.col("line"),
         pl.lit("http_access").alias("kind"),
         pl.col("ts"),
-        pl.lit(None, dtype=pl.String).alias("ranks"),
+        pl.col("ts_has_date"),
+        pl.col("rank"),
+        *[pl.col(a) for a in RANK_AXES],
         pl.col("client_sep").str.strip_suffix(' - "').alias("client"),
         pl.col("http_method").alias("method"),
         pl.col("http_path").alias("path"),
@@ -213,54 +729,179 @@ def read_access(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("http_status").cast(pl.Int64).alias("status"),
         pl.col("http_phrase").fill_null("").str.strip_chars().alias("phrase"),
     ]
-    if "text" in ok.columns:
-        cols.append(pl.col("text"))
-    return ok.select(cols), rest
-
-
-def read_chunk(df: pl.DataFrame, keep_text: bool) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """frame(line, raw) -> (batch frame, access frame, slow rows(line, raw))."""
-    df = hot_mask(df)
-    slow = df.filter(pl.col("route").is_null()).select("line", "raw")
-    batch_rows = df.filter(pl.col("route") == "batch").select("line", "raw")
-    access_rows = df.filter(pl.col("route") == "access").select("line", "raw")
     if keep_text:
-        batch_rows = batch_rows.with_columns(pl.col("raw").alias("text"))
-        access_rows = access_rows.with_columns(pl.col("raw").alias("text"))
-    batches, rest_b = read_batches(batch_rows) if batch_rows.height else (pl.DataFrame(), batch_rows)
-    access, rest_a = read_access(access_rows) if access_rows.height else (pl.DataFrame(), access_rows)
-    if batches.height:
-        batches = _with_envelope(batches)
-    if access.height:
-        access = _with_envelope(access.with_columns(pl.col("ts").fill_null("00:00:00"))).with_columns(
-            pl.when(pl.col("ts").dt.year() == 1900).then(None).otherwise(pl.col("ts")).alias("ts")
+        cols.append(pl.col("raw").alias("text"))
+    return ok.select(cols)
+
+
+def _access_envelope(rows: pl.DataFrame) -> pl.DataFrame:
+    """Access rows with any envelope (or none: uvicorn's own format) -> + msg and the typed envelope."""
+    env = pl.col("raw").str.starts_with("[")
+    with_env = rows.filter(env)
+    bare = rows.filter(~env)
+    parts = []
+    if with_env.height:
+        parts.append(with_envelope(with_env))
+    if bare.height:
+        parts.append(
+            bare.with_columns(
+                pl.col("raw").alias("msg"),
+                pl.lit(None, dtype=pl.Datetime(TS_UNIT)).alias("ts"),
+                pl.lit(True).alias("ts_has_date"),
+                pl.lit(None, dtype=pl.String).alias("rank"),
+                *[pl.lit(None, dtype=pl.Int64).alias(a) for a in RANK_AXES],
+            )
         )
-    leftovers = [x.select("line", "raw") for x in (rest_b, rest_a) if x.height]
-    if leftovers:
-        slow = pl.concat([slow] + leftovers).sort("line")
-    return batches, access, slow
+    return parts[0] if len(parts) == 1 else pl.concat(parts, how="diagonal_relaxed").sort("line")
+
+
+# ---------------------------------------------------------------- one chunk
+
+
+@dataclass
+class ChunkResult:
+    batches: pl.DataFrame  # prefill/decode rows
+    access: pl.DataFrame  # http_access rows
+    events: pl.DataFrame  # rows of the other families (retraction ...), to become Event objects
+    slow: pl.DataFrame  # (line, raw): for the record layer, in line order
+    samples: list[tuple[Shape | None, int]]  # rows to re-read with lark (None: an access row)
+
+
+def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:
+    """frame(line, raw) -> the vectorised reading of one chunk."""
+    df = route(df)
+    parts = {k[0]: v.drop("route") for k, v in df.partition_by("route", as_dict=True, maintain_order=True).items()}
+    empty = df.select("line", "raw").clear()
+    slow_parts = [parts.get(SLOW, empty)]
+    samples: list[tuple[Shape | None, int]] = []
+    heads = _family_heads()
+    batches = pl.DataFrame()
+    rows = parts.get(BATCH)
+    if rows is not None:
+        kinds = tuple(k for k in BATCH_KINDS if k in heads)
+        if kinds:
+            batches, rest, smp = read_family(kinds, rows, book, keep_text)
+            slow_parts.append(rest)
+            samples += smp
+        else:
+            slow_parts.append(rows)
+    event_frames: list[pl.DataFrame] = []
+    left = parts.get(OTHER)
+    others = [k for k in heads if k not in BATCH_KINDS]
+    if left is not None and others:
+        fam = left.get_column("raw").str.contains(r"^\[[^\]]*\] (?:" + "|".join(f"(?:{heads[k]})" for k in others) + ")")
+        mine, left = left.filter(fam), left.filter(~fam)
+        if mine.height:
+            frame, rest, smp = read_family(tuple(others), mine, book, keep_text)
+            if frame.height:
+                event_frames.append(frame)
+            slow_parts.append(rest)
+            samples += smp
+    if left is not None and left.height:
+        frame, rest, smp = read_terms(left, book)
+        if frame.height:
+            event_frames.append(frame)
+        slow_parts.append(rest)
+        samples += smp
+    access = pl.DataFrame()
+    rows = parts.get(ACCESS)
+    if rows is not None:
+        if book.access_ok:
+            access, rest = read_access(rows, keep_text)
+            slow_parts.append(rest)
+            if access.height:
+                samples.append((None, access.get_column("line")[-1]))
+        else:
+            slow_parts.append(rows)
+    events = _concat_sorted(event_frames)
+    slow_parts = [p for p in slow_parts if p.height]
+    slow = pl.concat(slow_parts).sort("line") if len(slow_parts) > 1 else (slow_parts[0] if slow_parts else empty)
+    return ChunkResult(batches, access, events, slow, samples)
+
+
+def concat_frames(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Stack frames (diagonally: missing columns become null literals, dtypes widen) without copying
+    the columns that already agree."""
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return pl.DataFrame()
+    if len(frames) == 1:
+        return frames[0]
+    target = pl.concat([f.clear() for f in frames], how="diagonal_relaxed").schema
+    # columns null everywhere (rank axes a log does not use) stay one null literal, not a column
+    # per chunk that the concatenation would fill in
+    nulls = {
+        name
+        for name in target
+        if all(name not in f.columns or f.select(pl.col(name).null_count()).item() == f.height for f in frames)
+    }
+    out = []
+    for f in frames:
+        cols = []
+        for name, dt in target.items():
+            if name in nulls:
+                continue
+            if name not in f.columns:
+                cols.append(pl.lit(None, dt).alias(name))
+            elif f.schema[name] != dt:
+                cols.append(pl.col(name).cast(dt))
+            else:
+                cols.append(pl.col(name))
+        out.append(f.select(cols))
+    stacked = pl.concat(out, how="vertical", rechunk=False)
+    if nulls:
+        stacked = stacked.with_columns([pl.lit(None, target[n]).alias(n) for n in nulls]).select(list(target))
+    return stacked
+
+
+def _concat_sorted(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    if not frames:
+        return pl.DataFrame()
+    if len(frames) == 1:
+        return frames[0] if frames[0].get_column("line").is_sorted() else frames[0].sort("line")
+    return concat_frames(frames).sort("line")
+
+
+# ---------------------------------------------------------------- rows as event dicts
 
 
 def rows_to_dicts(frame: pl.DataFrame, file: str) -> list[dict[str, Any]]:
-    """Batch/access rows as event dicts (the same shape as Event.to_dict)."""
+    """Batch/access rows as event dicts (the same shape as Event.to_dict; null fields left out)."""
     out = []
     if frame.height == 0:
         return out
+    skip = set(schema.ENVELOPE_COLUMNS) | set(RANK_AXES) | {"end_line"}
     for row in frame.iter_rows(named=True):
         rank = {a: row[a] for a in RANK_AXES if row.get(a) is not None}
+        ts = row.get("ts")
         d = {
             "kind": row["kind"],
             "file": file,
             "line": row["line"],
-            "end_line": row["line"],
-            "ts": row["ts"].isoformat(sep=" ") if row.get("ts") else None,
-            "ts_has_date": row.get("ts_has_date", True) if row.get("ts") else True,
+            "end_line": row.get("end_line") or row["line"],  # (only rows folded with later lines have one)
+            "ts": ts.isoformat(sep=" ") if ts else None,
+            "ts_has_date": row.get("ts_has_date", True) if ts else True,
             "rank": rank or None,
         }
         for k, v in row.items():
-            if k in schema.ENVELOPE_COLUMNS or k in RANK_AXES or v is None:
+            if k in skip or v is None:
                 continue
             d[k] = v
         d["text"] = row.get("text", "")
         out.append(d)
     return out
+
+
+def same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal as event fields: None-valued keys ignored, 1 == 1.0 (a frame column may be Float64), bools strict."""
+    a = {k: v for k, v in a.items() if v is not None}
+    b = {k: v for k, v in b.items() if v is not None}
+    if a.keys() != b.keys():
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if (isinstance(x, bool) or isinstance(y, bool)) and type(x) is not type(y):
+            return False
+        if x != y:
+            return False
+    return True

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sglog.errors import InputError
 
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 16 << 20  # per chunk in flight: ~100 MB of polars intermediates
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BINARY_SIGNATURES = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff")
@@ -109,6 +109,16 @@ def _short(e: BaseException) -> str:
 
 def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
     """Decoded text in chunks that end with '\\n' (except possibly the last)."""
+    for block in iter_byte_chunks(src, chunk_bytes):
+        yield block.decode("utf-8", errors="replace")
+
+
+def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """Raw (decompressed) bytes in chunks that end with b'\\n' (except possibly the last).
+
+    A chunk never splits a line, so each can be read on its own; only one
+    chunk (plus the carried partial line) is held at a time.
+    """
     carry = b""
     try:
         with _open_binary(src) as f:
@@ -116,13 +126,19 @@ def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[st
                 block = f.read(chunk_bytes)
                 if not block:
                     break
-                block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:
-                    carry = block
+                    carry += block
                     continue
-                carry = block[cut + 1 :]
-                yield block[: cut + 1].decode("utf-8", errors="replace")
+                if cut == len(block) - 1 and not carry:
+                    yield block  # no copy
+                else:
+                    view = memoryview(block)
+                    chunk = carry + view[: cut + 1]  # one copy
+                    carry = bytes(view[cut + 1 :])
+                    del view
+                    yield chunk
+                del block
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except InputError:
@@ -132,7 +148,7 @@ def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[st
             raise InputError(f"{src.name}: corrupt or truncated zstd file ({_short(e)})") from None
         raise
     if carry:
-        yield carry.decode("utf-8", errors="replace")
+        yield carry
 
 
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:

@@ -1,0 +1,380 @@
+"""Speed benchmark: sglog against the physical floor and a naive peer, same files, same run.
+
+    python benchmarks/run.py                 # 1M, 5M and .gz logs (generated if missing), 3 runs each
+    python benchmarks/run.py --runs 5 --no-5m
+    make bench BENCH_ARGS="--runs 1"
+
+For every file it times, as subprocesses: ``sglog events --stats``, ``sglog
+diagnose`` (the whole pipeline; if that command is missing or fails, the
+library load ``sglog.load(path)`` instead, and says so), ``wc -l``, ``grep -c``
+and the naive peer (benchmarks/naive_peer.py).  Median wall time of N runs,
+lines/s, MB/s (uncompressed bytes), peak RSS (``wait4``), and the ratio to
+``grep -c``.  Also ``sglog --help`` and ``sglog diagnose`` on a 1,000-line
+log, and a correctness check: on a sample, the events of the fast path
+equal those of the lark-only path.
+
+A table goes to stdout, everything to benchmarks/results.json.  The machine
+is shared and noisy: the load average at the start is recorded with the
+numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import generate  # noqa: E402
+
+TARGETS = {
+    "events_1m_lines_per_s": 500_000,
+    "scale_5m_over_1m": 5.5,
+    "rss_5m_mb": 1500,
+    "gz_overhead": 0.30,
+    "help_s": 0.3,
+}
+
+
+# ---------------------------------------------------------------- running things
+
+
+def sglog_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "sglog"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("sglog")
+    return [found] if found else [sys.executable, "-m", "sglog"]
+
+
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
+def run_once(argv, *, shell: bool = False, ok_codes=(0,)) -> dict:
+    """Run a command, its output drained through a pipe (GNU grep stops early when writing to
+    /dev/null); wall time, peak RSS, CPU time, exit code.
+
+    Peak RSS comes from GNU time when present (the command is then forked from a small
+    process); otherwise from wait4, which also counts the launcher's memory at fork time.
+    """
+    cmd = ["sh", "-c", argv] if shell else list(argv)
+    report = None
+    if TIME:
+        fd, report = tempfile.mkstemp(prefix="sglog-bench-", suffix=".time")
+        os.close(fd)
+        cmd = [TIME, "-f", "%M %U %S", "-o", report] + cmd
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    _out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss_mb, user, sys_ = usage.ru_maxrss / 1024, usage.ru_utime, usage.ru_stime
+    if report:
+        try:
+            last = Path(report).read_text().strip().splitlines()[-1].split()
+            rss_mb, user, sys_ = int(last[0]) / 1024, float(last[1]), float(last[2])
+        except (OSError, IndexError, ValueError):
+            pass
+        finally:
+            os.unlink(report)
+    return {
+        "wall_s": wall,
+        "rss_mb": rss_mb,
+        "user_s": user,
+        "sys_s": sys_,
+        "code": proc.returncode,
+        "ok": proc.returncode in ok_codes,
+        "stderr": err.decode("utf-8", "replace")[-400:],
+    }
+
+
+def measure(argv, runs: int, **kw) -> dict:
+    samples = [run_once(argv, **kw) for _ in range(runs)]
+    good = [s for s in samples if s["ok"]]
+    use = good or samples
+    return {
+        "argv": argv if isinstance(argv, list) else ["sh", "-c", argv],
+        "runs": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items() if k != "stderr"} for s in samples],
+        "median_s": statistics.median(s["wall_s"] for s in use),
+        "cpu_s": statistics.median(s["user_s"] + s["sys_s"] for s in use),
+        "peak_rss_mb": max(s["rss_mb"] for s in use),
+        "ok": bool(good),
+        "stderr": "" if good else samples[-1]["stderr"],
+    }
+
+
+def diagnose_available() -> bool:
+    try:
+        r = subprocess.run(sglog_cmd() + ["diagnose", "--help"], capture_output=True, timeout=60, cwd=ROOT)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and b"to be written" not in r.stdout
+
+
+def load_fallback(path: Path) -> list[str]:
+    code = "import sys, sglog; sglog.load(sys.argv[1])"
+    return [sys.executable, "-c", code, str(path)]
+
+
+# ---------------------------------------------------------------- the table
+
+
+def uncompressed_size(path: Path) -> int:
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    n = 0
+    with gzip.open(path, "rb") as f:
+        while block := f.read(8 << 20):
+            n += len(block)
+    return n
+
+
+def line_count(path: Path) -> int:
+    opener = gzip.open if path.suffix == ".gz" else open
+    n = 0
+    with opener(path, "rb") as f:
+        while block := f.read(8 << 20):
+            n += block.count(b"\n")
+    return n
+
+
+def bench_file(path: Path, runs: int, diag: bool) -> list[dict]:
+    q = lambda p: "'" + str(p).replace("'", "'\\''") + "'"  # noqa: E731
+    gz = path.suffix == ".gz"
+    tools: list[tuple[str, object, dict, str]] = [
+        ("sglog events --stats", sglog_cmd() + ["events", "--stats", str(path)], {}, ""),
+    ]
+    if diag:
+        tools.append(("sglog diagnose", sglog_cmd() + ["diagnose", str(path)], {"ok_codes": (0, 1)}, ""))
+    else:
+        tools.append(("sglog.load (diagnose fallback)", load_fallback(path), {}, "sglog diagnose missing or failing: timed sglog.load(path) instead"))
+    if gz:
+        tools += [
+            ("wc -l", f"gzip -dc {q(path)} | wc -l", {"shell": True}, "gzip -dc | wc -l"),
+            ("grep -c", f"gzip -dc {q(path)} | grep -c 'Decode batch'", {"shell": True}, "gzip -dc | grep -c"),
+        ]
+    else:
+        tools += [
+            ("wc -l", ["wc", "-l", str(path)], {}, ""),
+            ("grep -c", ["grep", "-c", "Decode batch", str(path)], {}, ""),
+        ]
+    tools.append(("naive peer (Python re)", [sys.executable, str(HERE / "naive_peer.py"), str(path)], {}, ""))
+    out = []
+    for name, argv, kw, note in tools:
+        print(f"  {path.name}: {name} ...", file=sys.stderr, flush=True)
+        m = measure(argv, runs, **kw)
+        if name.startswith("sglog diagnose") and not m["ok"]:
+            note = f"sglog diagnose failed (exit {m['runs'][-1]['code']}): timed sglog.load(path) instead"
+            name = "sglog.load (diagnose fallback)"
+            m = measure(load_fallback(path), runs)
+        m.update(tool=name, note=note)
+        out.append(m)
+    return out
+
+
+def fmt_row(cols: list[str], widths: list[int]) -> str:
+    return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths)))
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def correctness(sample_lines: int, source: Path) -> dict:
+    """Fast path == lark-only path on the first lines of a benchmark log (and with tiny chunks)."""
+    sys.path.insert(0, str(ROOT))
+    from sglog.parse import parse_file
+
+    with tempfile.TemporaryDirectory() as td:
+        sample = Path(td) / "sample.log"
+        with open(source, "rb") as fin, open(sample, "wb") as fout:
+            for i, line in enumerate(fin):
+                if i >= sample_lines:
+                    break
+                fout.write(line)
+        t0 = time.perf_counter()
+        ref = [normalise(d) for d in parse_file(str(sample), fast=False, keep_text=True).iter_dicts()]
+        t_ref = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fast = [normalise(d) for d in parse_file(str(sample), keep_text=True).iter_dicts()]
+        t_fast = time.perf_counter() - t0
+        tiny = [normalise(d) for d in parse_file(str(sample), keep_text=True, chunk_bytes=64 << 10).iter_dicts()]
+    result = {"sample_lines": sample_lines, "events": len(ref), "lark_only_s": round(t_ref, 3), "fast_s": round(t_fast, 3)}
+    for label, got in (("fast", fast), ("fast_64k_chunks", tiny)):
+        bad = [(a, b) for a, b in zip(got, ref) if a != b]
+        result[f"{label}_mismatches"] = len(bad) + abs(len(got) - len(ref))
+        result[f"{label}_examples"] = [{"line": b.get("line"), "fast": {k: a.get(k) for k in diff_keys(a, b)}, "lark": {k: b.get(k) for k in diff_keys(a, b)}} for a, b in bad[:3]]
+    return result
+
+
+def normalise(d: dict) -> dict:
+    """Event dict for comparison: None-valued fields dropped, ints as floats (frame columns may widen)."""
+    out = {}
+    for k, v in d.items():
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("line", "end_line"):
+            out[k] = v
+        else:
+            out[k] = float(v)
+    return out
+
+
+def diff_keys(a: dict, b: dict) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per measurement (median is reported)")
+    ap.add_argument("--no-5m", action="store_true", help="skip the 5M-line log")
+    ap.add_argument("--sample-lines", type=int, default=20_000, help="lines for the fast == lark-only check (0: skip)")
+    ap.add_argument("--out", type=Path, default=HERE / "results.json")
+    ap.add_argument("--data", type=Path, default=generate.DATA)
+    args = ap.parse_args(argv)
+
+    files = generate.ensure_standard(args.data, five_m=not args.no_5m)
+    diag = diagnose_available()
+    doc: dict = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "runs": args.runs,
+        "files": {},
+        "results": [],
+    }
+    try:
+        import polars
+
+        doc["machine"]["polars"] = polars.__version__
+    except ImportError:
+        pass
+    order = ["sglang-1m.log", "sglang-5m.log", "sglang-1m.log.gz"]
+    for name in order:
+        if name not in files:
+            continue
+        path = files[name]
+        lines = line_count(path)
+        size = uncompressed_size(path)
+        doc["files"][name] = {"lines": lines, "bytes": size, "bytes_on_disk": path.stat().st_size}
+        rows = bench_file(path, args.runs, diag)
+        grep = next((r for r in rows if r["tool"] == "grep -c"), None)
+        for r in rows:
+            r["file"] = name
+            r["lines_per_s"] = lines / r["median_s"]
+            r["mb_per_s"] = size / 1e6 / r["median_s"]
+            r["x_grep"] = r["median_s"] / grep["median_s"] if grep else None
+            doc["results"].append(r)
+
+    # start-up and a small log
+    small = files["sglang-small.log"]
+    startup = [("sglog --help", sglog_cmd() + ["--help"], {}, "")]
+    if diag:
+        startup.append(("sglog diagnose (1,000 lines)", sglog_cmd() + ["diagnose", str(small)], {"ok_codes": (0, 1)}, ""))
+    else:
+        startup.append(("sglog.load (1,000 lines, diagnose fallback)", load_fallback(small), {}, "sglog diagnose missing or failing: timed sglog.load(path) instead"))
+    startup.append(("sglog events --stats (1,000 lines)", sglog_cmd() + ["events", "--stats", str(small)], {}, ""))
+    doc["startup"] = []
+    for name, argv_, kw, note in startup:
+        print(f"  {name} ...", file=sys.stderr, flush=True)
+        m = measure(argv_, max(args.runs, 3), **kw)
+        if name.startswith("sglog diagnose") and not m["ok"]:
+            note = f"sglog diagnose failed (exit {m['runs'][-1]['code']}): timed sglog.load(path) instead"
+            name = "sglog.load (1,000 lines, diagnose fallback)"
+            m = measure(load_fallback(small), max(args.runs, 3))
+        m.update(tool=name, note=note)
+        doc["startup"].append(m)
+
+    if args.sample_lines:
+        print(f"  correctness: fast path vs lark-only on {args.sample_lines:,} lines ...", file=sys.stderr, flush=True)
+        doc["correctness"] = correctness(args.sample_lines, files["sglang-1m.log"])
+
+    doc["targets"] = check_targets(doc)
+    args.out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print_report(doc, diag)
+    print(f"\nwritten: {args.out}")
+    return 0
+
+
+def _get(doc: dict, file: str, tool_prefix: str) -> dict | None:
+    return next((r for r in doc["results"] if r["file"] == file and r["tool"].startswith(tool_prefix)), None)
+
+
+def check_targets(doc: dict) -> dict:
+    out = {}
+    e1 = _get(doc, "sglang-1m.log", "sglog events")
+    e5 = _get(doc, "sglang-5m.log", "sglog events")
+    egz = _get(doc, "sglang-1m.log.gz", "sglog events")
+    if e1:
+        out["events_1m_lines_per_s"] = {"value": round(e1["lines_per_s"]), "target": f">= {TARGETS['events_1m_lines_per_s']:,}", "ok": e1["lines_per_s"] >= TARGETS["events_1m_lines_per_s"]}
+    if e1 and e5:
+        ratio = e5["median_s"] / e1["median_s"]
+        out["scale_5m_over_1m"] = {"value": round(ratio, 2), "target": f"<= {TARGETS['scale_5m_over_1m']}", "ok": ratio <= TARGETS["scale_5m_over_1m"]}
+        out["rss_5m_mb"] = {"value": round(e5["peak_rss_mb"]), "target": f"< {TARGETS['rss_5m_mb']}", "ok": e5["peak_rss_mb"] < TARGETS["rss_5m_mb"]}
+    if e1 and egz:
+        over = egz["median_s"] / e1["median_s"] - 1
+        out["gz_overhead"] = {"value": round(over, 3), "target": f"<= +{TARGETS['gz_overhead']:.0%}", "ok": over <= TARGETS["gz_overhead"]}
+    h = next((r for r in doc.get("startup", []) if r["tool"] == "sglog --help"), None)
+    if h:
+        out["help_s"] = {"value": round(h["median_s"], 3), "target": f"< {TARGETS['help_s']}", "ok": h["median_s"] < TARGETS["help_s"]}
+    c = doc.get("correctness")
+    if c:
+        out["fast_equals_lark"] = {"value": c["fast_mismatches"] + c["fast_64k_chunks_mismatches"], "target": "0 mismatches", "ok": c["fast_mismatches"] == 0 and c["fast_64k_chunks_mismatches"] == 0}
+    return out
+
+
+def print_report(doc: dict, diag: bool) -> None:
+    m = doc["machine"]
+    print(f"sglog benchmark  {doc['when']}  {m['cpus']} cpus, python {m['python']}, polars {m.get('polars', '?')}, load avg at start {m['load_avg_at_start']}")
+    print(f"median of {doc['runs']} runs; cpu s = user + sys of the process tree; MB/s over uncompressed bytes; x grep = time / time of grep -c\n")
+    head = ["file / tool", "median s", "cpu s", "lines/s", "MB/s", "peak RSS MB", "x grep"]
+    widths = [42, 9, 7, 11, 8, 12, 8]
+    print(fmt_row(head, widths))
+    print(fmt_row(["-" * w for w in widths], widths))
+    for name, info in doc["files"].items():
+        print(f"{name}  ({info['lines']:,} lines, {info['bytes'] / 1e6:.0f} MB)")
+        for r in (r for r in doc["results"] if r["file"] == name):
+            xg = f"{r['x_grep']:.1f}" if r["x_grep"] else "-"
+            flag = "" if r["ok"] else "  (FAILED)"
+            print(fmt_row(["  " + r["tool"] + flag, f"{r['median_s']:.3f}", f"{r['cpu_s']:.2f}", f"{r['lines_per_s']:,.0f}", f"{r['mb_per_s']:.0f}", f"{r['peak_rss_mb']:.0f}", xg], widths))
+    print("\nstart-up and a small log")
+    for r in doc.get("startup", []):
+        print(fmt_row(["  " + r["tool"], f"{r['median_s']:.3f}", f"{r['cpu_s']:.2f}", "", "", f"{r['peak_rss_mb']:.0f}", ""], widths))
+    notes = {r["note"] for r in doc["results"] + doc.get("startup", []) if r.get("note")}
+    for n in sorted(notes):
+        print(f"note: {n}")
+    c = doc.get("correctness")
+    if c:
+        print(
+            f"\ncorrectness: {c['sample_lines']:,}-line sample, {c['events']:,} events; fast vs lark-only: {c['fast_mismatches']} mismatches, "
+            f"with 64 KiB chunks: {c['fast_64k_chunks_mismatches']} (lark-only {c['lark_only_s']} s, fast {c['fast_s']} s)"
+        )
+        for ex in c["fast_examples"] + c["fast_64k_chunks_examples"]:
+            print(f"  line {ex['line']}: fast {ex['fast']} | lark {ex['lark']}")
+    print("\ntargets")
+    for k, t in doc["targets"].items():
+        print(f"  {'ok  ' if t['ok'] else 'MISS'} {k}: {t['value']} (target {t['target']})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The vectorised path reads exactly what the lark-only path reads.
+
+Logs are built here (benchmarks/generate.py at 2,000 lines, plus odd lines that
+must fall back to lark); every comparison is on ``ParsedLog.iter_dicts()``
+with None-valued fields dropped and numbers compared as floats (a frame
+column may widen an int).  No timing assertions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import io
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from sglog import fastpath, grammar
+from sglog.parse import RecordParser, parse_file
+from sglog.records import Record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("sglog_bench_generate", ROOT / "benchmarks" / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+GEN = _generator()
+
+# lines the vectorised path must hand to lark (or read exactly like it)
+ODD = [
+    "[2026-02-23 10:15:02.347 TP0] Decode batch, #running-req: 5, #token: 900, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[10:15:02 TP0] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, gen throughput (token/s): 412.37, #queue-req: 0",
+    "[2026-02-23 10:15:02 DP1 TP3 EP3] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0, ",
+    "[2026-02-23 10:15:02 TP0] Decode batch [1234], #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Prefill batch(mixed #running-req: 3). #new-seq: 1, #new-token: 512, #cached-token: 0, cache hit rate: 12.50%, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5., #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req:  5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 123456789012345678901, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: \uff15, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: Maybe, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, npu graph: True, gen throughput (token/s): 12.50, #queue-req: 0, fwd occupancy: 87.20%",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "    an indented line right after a batch line",
+    "\x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - \"GET /health HTTP/1.1\" 200 OK",
+    "Capturing batches (bs=1 avail_mem=13.82 GB): 100%|##| 2/2 [00:01<00:00]\r[2026-02-23 10:15:03 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "(SchedulerActor pid=123, ip=10.0.0.5) [2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "Loading: 100%|####| 2/2 [00:01<00:00][2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    'INFO:     127.0.0.1:57114 - "GET /health HTTP/1.1" 200 OK',
+    '[2026-02-23 10:15:02] INFO:     10.0.0.7:40312 - "POST /v1/chat/completions HTTP/1.1" 200 ',
+    '[2026-02-23 10:15:02.120] INFO:     10.0.0.7:40312 - "POST /generate?x=1 HTTP/1.1" 400 Bad Request',
+    '[2026-02-23 10:15:02 TP1] INFO:     10.0.0.7:40312 - "GET /metrics HTTP/1.1" 200 OK',
+    "[2026-02-23 23:59:60 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-30 10:00:00 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP2] Decode out of memory happened. #retracted_reqs: 3, #new_token_ratio: 0.4200 -> 0.5567",
+    "[2026-02-23 10:15:02 TP2] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: 0.4200 -> 0.5567",
+    "[2026-02-23 10:15:02 TP2] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 12, #new_token_ratio: 0.42 -> 0.5567",
+    "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1234s | # Objects: gen0=5, gen1=0, gen2=123456 | This may cause latency jitter.",
+    "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1.2s | # Objects: gen0=5, gen1=0, gen2=123456 | x",
+    "[2026-02-23 10:15:02] Exception in run_tp_server:",
+    "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0 Traceback (most recent call last):",
+    "",
+    "   ",
+]
+
+
+def odd_log(n: int = 2000, seed: int = 11) -> list[str]:
+    """A generated log with the odd lines spliced in at several places (also right after batch lines)."""
+    lines = list(GEN.generate_lines(n, seed))
+    step = max(1, (len(lines) - 200) // len(ODD))
+    for k, odd in enumerate(ODD):
+        lines.insert(150 + k * step, odd)
+    return lines
+
+
+def write(tmp_path: Path, lines: list[str], name: str = "x.log", newline: str = "\n") -> Path:
+    p = tmp_path / name
+    p.write_bytes((newline.join(lines) + newline).encode("utf-8", errors="surrogatepass"))
+    return p
+
+
+def norm(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if v is None or k == "file":
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("line", "end_line"):
+            out[k] = v
+        else:
+            out[k] = float(v)
+    return out
+
+
+def dicts(path: Path, **kw) -> list[dict]:
+    return [norm(d) for d in parse_file(str(path), keep_text=True, **kw).iter_dicts()]
+
+
+def assert_same(got: list[dict], want: list[dict]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a == b, f"line {b.get('line')}: {sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))}"
+
+
+@pytest.fixture(scope="module")
+def odd_path(tmp_path_factory) -> Path:
+    return write(tmp_path_factory.mktemp("fast"), odd_log())
+
+
+@pytest.fixture(scope="module")
+def reference(odd_path: Path) -> list[dict]:
+    return dicts(odd_path, fast=False)
+
+
+def test_fast_equals_lark_only(odd_path, reference):
+    assert_same(dicts(odd_path), reference)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 10, 7 << 10, 64 << 10])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunk_boundaries_change_nothing(odd_path, reference, chunk_bytes, threads):
+    assert_same(dicts(odd_path, chunk_bytes=chunk_bytes, threads=threads), reference)
+
+
+def test_every_line_in_exactly_one_event(odd_path):
+    log = parse_file(str(odd_path))
+    seen = []
+    for d in log.iter_dicts():
+        seen.extend(range(d["line"], d["end_line"] + 1))
+    assert sorted(seen) == list(range(1, log.lines + 1))
+    assert len(seen) == len(set(seen))
+    lines = odd_path.read_bytes().count(b"\n")
+    assert log.lines == lines
+
+
+def test_the_vectorised_path_takes_the_bulk(tmp_path):
+    """Most lines of a typical log are read by polars (a fast path that quietly sends everything
+    to lark would still be correct): batch and access rows, retraction and GC events."""
+    p = write(tmp_path, list(GEN.generate_lines(3000, 5)))
+    for threads in (1, 2):
+        log = parse_file(str(p), chunk_bytes=32 << 10, threads=threads)
+        assert log.lines_fast >= 0.85 * log.lines
+        assert parse_file(str(p), fast=False).lines_fast == 0
+
+
+def test_gzip_and_crlf_and_no_final_newline(tmp_path, reference, odd_path):
+    lines = odd_log()
+    gz = tmp_path / "x.log.gz"
+    gz.write_bytes(gzip.compress(odd_path.read_bytes()))
+    assert_same(dicts(gz, chunk_bytes=16 << 10), reference)
+    crlf = write(tmp_path, lines, "crlf.log", newline="\r\n")
+    assert_same(dicts(crlf), dicts(crlf, fast=False))
+    bare = tmp_path / "bare.log"
+    bare.write_bytes(odd_path.read_bytes().rstrip(b"\n"))
+    assert_same(dicts(bare, chunk_bytes=4 << 10), dicts(bare, fast=False))
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"a\nb\n",
+        b"a\r\nb\r\n",
+        b"x\ra\rb\nc",
+        b"\n\n\n",
+        b"\n",
+        b"a\n\n  \nb",
+        b"\xef\xbb\xbfbom\nline\n",
+        b"bad \xff\xfe utf8\nok\n",
+        b"nul \x00 here\nok\n",
+        b"sep \x1f here\nok\n",
+        b"ends with cr\r",
+        "unicode \u00e9\u4e2d\n".encode(),
+    ],
+)
+def test_split_lines_is_a_split_on_lf(chunk):
+    df = fastpath.split_lines(chunk, 7)
+    text = chunk.decode("utf-8", errors="replace")
+    want = (text[:-1] if text.endswith("\n") else text).split("\n")
+    assert df.get_column("raw").to_list() == want
+    assert df.get_column("line").to_list() == list(range(7, 7 + len(want)))
+
+
+def test_digit_shapes_parse_like_lark(odd_path):
+    """The record parser's digit-shape memo gives the same events as parsing every message."""
+    raw = odd_path.read_text(encoding="utf-8").split("\n")[:-1]
+    raw += [r.replace("1", "7").replace("0", "3") for r in raw[::3]]
+    with_shapes = RecordParser("x", shapes=True)
+    plain = RecordParser("x")
+    for i, line in enumerate(raw, 1):
+        rec = Record(i, i, [line], [line], "sglang")
+        assert with_shapes(rec).to_dict() == plain(rec).to_dict(), line
+    assert grammar.digit_literals() is None or isinstance(grammar.digit_literals(), tuple)
+
+
+def test_frames_are_in_line_order(odd_path):
+    log = parse_file(str(odd_path), chunk_bytes=8 << 10, threads=2)
+    for frame in (log.batches, log.access):
+        assert frame.get_column("line").is_sorted()
+    assert [e.line for e in log.events] == sorted(e.line for e in log.events)
+
+
+def test_concat_frames_keeps_all_rows_and_widens():
+    a = pl.DataFrame({"line": [1, 2], "x": [1, 2], "n": pl.Series([None, None], dtype=pl.Int64)})
+    b = pl.DataFrame({"line": [3], "x": [0.5], "y": ["s"]})
+    out = fastpath.concat_frames([a, pl.DataFrame(), b])
+    assert out.get_column("line").to_list() == [1, 2, 3]
+    assert out.schema["x"] == pl.Float64
+    assert out.get_column("y").to_list() == [None, None, "s"]
+    assert out.get_column("n").to_list() == [None, None, None]
+
+
+def test_naive_peer_counts_lines(tmp_path):
+    spec = importlib.util.spec_from_file_location("sglog_bench_naive", ROOT / "benchmarks" / "naive_peer.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    p = write(tmp_path, list(GEN.generate_lines(500, 2)))
+    n, records = mod.read(str(p))
+    assert n == 500 == len(records)
+    assert sum(r["kind"] == "decode_batch" for r in records) > 200
+
+
+def test_generator_is_deterministic():
+    a = list(GEN.generate_lines(1500, 9))
+    assert a == list(GEN.generate_lines(1500, 9))
+    assert len(a) == 1500
+    assert a != list(GEN.generate_lines(1500, 10))
+    io.StringIO("\n".join(a))  # plain text
+
+
+def test_a_shape_that_reads_wrong_is_retired(odd_path, reference, monkeypatch):
+    """If the vectorised reading of a shape ever differs from lark (a grammar or typing change
+    the shape machinery does not know about), the per-chunk check retires it: lark reads those lines."""
+    real = fastpath._apply_shapes
+
+    def wrong(todo, shapes, keep_text):
+        out, left, samples = real(todo, shapes, keep_text)
+        if out is not None and "running_req" in out.columns:
+            out = out.with_columns(pl.col("running_req") + 1)
+        return out, left, samples
+
+    monkeypatch.setattr(fastpath, "_apply_shapes", wrong)
+    log = parse_file(str(odd_path), keep_text=True, chunk_bytes=64 << 10)
+    assert_same([norm(d) for d in log.iter_dicts()], reference)
+    assert log.lines_fast < 0.5 * log.lines
+
+
+def test_parse_files_in_processes(tmp_path, odd_path, reference):
+    from sglog.parse import parse_files
+
+    other = write(tmp_path, list(GEN.generate_lines(300, 4)), "other.log")
+    logs = parse_files([str(odd_path), str(other)], jobs=2, keep_text=True)
+    assert_same([norm(d) for d in logs[0].iter_dicts()], reference)
+    assert logs[1].lines == 300
