@@ -350,18 +350,19 @@ class Run:
             "ending": self.ending.to_dict() if self.ending else None,
             "startup_s": _r(self.startup.total_s) if self.startup else None,
             "decode_tok_s_median": _r(steady.get("p50")),
-            "args_explicit": {k: _jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
-            "args_auto": {k: _jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
+            "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
+            "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
         }
 
 
-def _jsonable(v):
+def jsonable(v):
+    """A value of the args dump as plain JSON data (unknown objects as strings)."""
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     return str(v)
 
 

@@ -42,6 +42,7 @@ from typing import Any, Iterable
 
 from sglog import args as sargs
 from sglog.errors import UsageError
+from sglog.runs import jsonable
 
 DEFAULT_LAUNCHER = ("python", "-m", "sglang.launch_server")
 SERVE_LAUNCHER = ("sglang", "serve")
@@ -77,9 +78,9 @@ class Change:
         return {
             "flag": self.flag,
             "kind": self.kind,
-            "from": _jsonable(self.before),
+            "from": jsonable(self.before),
             "from_origin": self.before_origin,
-            "to": _jsonable(self.after),
+            "to": jsonable(self.after),
             "reason": self.reason,
             "source": self.source,
             "applied": self.applied,
@@ -469,16 +470,6 @@ def _replace(ch: Change, **kw) -> Change:
     from dataclasses import replace
 
     return replace(ch, **kw)
-
-
-def _jsonable(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return str(v)
 
 
 # ------------------------------------------------------------------ text
