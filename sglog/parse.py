@@ -358,11 +358,17 @@ def parse_source(
 
 
 def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: bool, threads: int | None) -> Iterator[tuple[fastpath.ChunkResult, int]]:
-    """(vectorised reading of a chunk, its line count), in order; up to ``threads`` chunks ahead."""
-    from collections import deque
+    """(vectorised reading of a chunk, its line count), in order, ``threads`` chunks at a time.
+
+    A reader thread reads (and decompresses: zlib and zstd release the GIL)
+    and counts lines; worker threads run the polars reading; the caller folds
+    the rest meanwhile.  At most ``threads + 1`` chunks are in flight.
+    """
+    import queue
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    workers = threads if threads is not None else min(2, os.cpu_count() or 1)
+    workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
 
     def work(chunk: bytes, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
         df = fastpath.split_lines(chunk, first, n)
@@ -375,18 +381,47 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             first += res[1]
             yield res
         return
+    done = object()
+    stop = threading.Event()
+    slots = threading.Semaphore(workers + 1)  # chunks read but not yet handed to the caller
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sglog-read") as pool:
-        pending: deque = deque()
-        first = 1
-        for chunk in iter_byte_chunks(src, size):
-            n = fastpath.line_count(chunk)
-            pending.append(pool.submit(work, chunk, first, n))
-            first += n
-            del chunk
-            while len(pending) > workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        pending: queue.Queue = queue.Queue()
+
+        def reader() -> None:
+            first = 1
+            try:
+                chunks = iter_byte_chunks(src, size)
+                while True:
+                    slots.acquire()
+                    if stop.is_set():
+                        return
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        break
+                    n = fastpath.line_count(chunk)
+                    pending.put(pool.submit(work, chunk, first, n))
+                    first += n
+                    del chunk
+                pending.put(done)
+            except BaseException as e:  # an unreadable input: raised in the caller
+                pending.put(e)
+
+        thread = threading.Thread(target=reader, name="sglog-input", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = pending.get()
+                if item is done:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                res = item.result()
+                slots.release()
+                yield res
+        finally:
+            stop.set()
+            slots.release()  # wake a reader waiting for a slot
+            thread.join()
 
 
 def _line_of(e: Event) -> int:

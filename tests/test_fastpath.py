@@ -257,3 +257,13 @@ def test_parse_files_in_processes(tmp_path, odd_path, reference):
     logs = parse_files([str(odd_path), str(other)], jobs=2, keep_text=True)
     assert_same([norm(d) for d in logs[0].iter_dicts()], reference)
     assert logs[1].lines == 300
+
+
+def test_a_truncated_gzip_is_one_input_error(tmp_path, odd_path):
+    from sglog.errors import InputError
+
+    gz = tmp_path / "cut.log.gz"
+    gz.write_bytes(gzip.compress(odd_path.read_bytes())[:-200])
+    for threads in (1, 2):
+        with pytest.raises(InputError, match="corrupt or truncated"):
+            parse_file(str(gz), chunk_bytes=8 << 10, threads=threads)
