@@ -221,16 +221,9 @@ def correctness(sample_lines: int, source: Path) -> dict:
 
 
 def normalise(d: dict) -> dict:
-    """Event dict for comparison: None-valued fields dropped, ints as floats (frame columns may widen)."""
-    out = {}
-    for k, v in d.items():
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("line", "end_line"):
-            out[k] = v
-        else:
-            out[k] = float(v)
-    return out
+    from sglog.parse import comparable
+
+    return comparable(d)
 
 
 def diff_keys(a: dict, b: dict) -> list[str]:

@@ -581,3 +581,17 @@ def _no_gc(fn):
 
 
 parse_source = _no_gc(parse_source)
+
+
+def comparable(d: dict[str, Any]) -> dict[str, Any]:
+    """An event dict in a form where the fast path and the lark-only path must agree:
+    None-valued fields and the file name dropped, numbers as floats (frame columns may widen)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if v is None or k == "file":
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("line", "end_line"):
+            out[k] = v
+        else:
+            out[k] = float(v)
+    return out

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from sglog import fastpath, grammar
-from sglog.parse import RecordParser, parse_file
+from sglog.parse import comparable, RecordParser, parse_file
 from sglog.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,16 +86,7 @@ def write(tmp_path: Path, lines: list[str], name: str = "x.log", newline: str = 
     return p
 
 
-def norm(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if v is None or k == "file":
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or k in ("line", "end_line"):
-            out[k] = v
-        else:
-            out[k] = float(v)
-    return out
+norm = comparable  # the shared definition of "the same event"
 
 
 def dicts(path: Path, **kw) -> list[dict]:
