@@ -14,6 +14,7 @@ rates as fractions 0..1 (percent values are divided by 100).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +27,7 @@ RANK_AXES = ("dp", "pp", "attn_cp", "moe_dp", "tp", "ep")
 _RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Rank:
     """A scheduler's rank tags, as an unordered set of axes (``DP0 TP3 EP3``)."""
 
@@ -44,8 +45,8 @@ class Rank:
         values = {name.lower(): int(num) for name, num in _RANK_TAG.findall(tags)}
         return cls(**values) if values else None
 
-    @property
-    def label(self) -> str:
+    @functools.cached_property
+    def label(self) -> str:  # (cached: a log has a few distinct ranks and asks for their labels ~100k times)
         return " ".join(f"{axis.upper()}{value}" for axis, value in self.to_dict().items())
 
     def to_dict(self) -> dict[str, int]:

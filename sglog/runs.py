@@ -254,6 +254,16 @@ class Run:
     memory: MemoryBudget = field(default_factory=MemoryBudget)
     ending: Ending | None = None
     index_in_file: int = 1
+    # derived facts computed once per run (a run does not change once built): see ``memo``
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def memo(self, key: str, compute):
+        """``compute(self)``, computed once per run: rules ask for the same frames and facts many times."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute(self)
+            return value
 
     # -- identity / descriptions
     @property

@@ -39,6 +39,12 @@ def steady_mask(decode: pl.DataFrame) -> pl.Series:
 
 
 def decode_frame(run) -> pl.DataFrame:
+    """The run's decode rows (in time order across files) with a ``steady`` column."""
+    memo = getattr(run, "memo", None)
+    return memo("decode_frame", _decode_frame) if memo else _decode_frame(run)
+
+
+def _decode_frame(run) -> pl.DataFrame:
     d = run.decode
     if d.height == 0:
         return d

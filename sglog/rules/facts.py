@@ -143,6 +143,11 @@ def error_events(run) -> list:
 
 
 def crash(run) -> Crash | None:
+    """The crash of a run (None if it did not crash), with its root cause and owner (once per run)."""
+    return run.memo("crash", _crash)
+
+
+def _crash(run) -> Crash | None:
     """The crash of a run (None if it did not crash), with its root cause and owner.
 
     A run crashed if `run.ending` says so and it has a root-cause error, or
@@ -400,6 +405,11 @@ def decode_rows(run) -> pl.DataFrame:
 
 
 def steady(run) -> pl.DataFrame:
+    """Steady-state decode rows (all decode rows when none is steady); once per run."""
+    return run.memo("steady", _steady)
+
+
+def _steady(run) -> pl.DataFrame:
     d = decode_rows(run)
     if d.height == 0:
         return d
