@@ -146,12 +146,11 @@ def route(df: pl.DataFrame) -> pl.DataFrame:
     layer cut or fold it, and the next line starts a record too.  OTHER lines
     start with ``[`` and may belong to another key/value family.
     """
-    pats = _patterns()
     raw = pl.col("raw")
     # (expressions are not shared between columns: materialise each step once)
-    df = df.with_columns((raw.str.contains(pats["start"]) & ~raw.str.contains(_dirty_regex())).alias("_ok"), raw.str.starts_with("[").alias("_env"))
-    ok = pl.col("_ok")
-    df = df.with_columns((ok & ok.shift(-1, fill_value=False)).alias("_claim"))
+    if "_claim" not in df.columns:  # (read_chunk may have worked it out already)
+        df = df.with_columns(claims(df))
+    df = df.with_columns(raw.str.starts_with("[").alias("_env"))
     claim, env = pl.col("_claim"), pl.col("_env")
     df = df.with_columns(
         (claim & env & raw.str.contains(r"\] (?:Decode|Prefill) batch")).alias("_b"),
@@ -168,7 +167,25 @@ def route(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit(OTHER, pl.Int8))
         .otherwise(pl.lit(SLOW, pl.Int8))
     )
-    return df.with_columns(code.alias("route")).drop("_ok", "_env", "_claim", "_b", "_a")
+    return df.with_columns(code.alias("route")).drop("_env", "_claim", "_b", "_a")
+
+
+def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
+    """``_claim``: is the line certainly a whole record?  It starts one (SGLang envelope or uvicorn
+    level), nothing in it makes the record layer cut or fold it, and the next line starts one too.
+
+    ``starts``: lines already known to be such starts (a whole-line shape took them); only
+    the other lines are examined.
+    """
+    pats = _patterns()
+    raw = df.get_column("raw")
+    if starts is None:
+        ok = raw.str.contains(pats["start"]) & ~raw.str.contains(_dirty_regex())
+    else:
+        idx = (~starts).arg_true()
+        rest = raw.gather(idx)
+        ok = starts.clone().scatter(idx, rest.str.contains(pats["start"]) & ~rest.str.contains(_dirty_regex()))
+    return (ok & ok.shift(-1, fill_value=False)).alias("_claim")
 
 
 @functools.cache
@@ -234,16 +251,30 @@ def _std_ts(text: pl.Expr) -> pl.Expr:
 
 def _with_ranks(df: pl.DataFrame) -> pl.DataFrame:
     """``_ranks`` (' TP3', None) -> rank label + one column per axis, as Rank.parse reads them."""
-    rows = []
-    for r in df.get_column("_ranks").unique().to_list():
-        rank = Rank.parse(r) if r else None
-        if r:
-            rows.append({"_ranks": r, "rank": rank.label if rank else None, **{a: getattr(rank, a) if rank else None for a in RANK_AXES}})
-    rdf = pl.DataFrame(rows, schema={"_ranks": pl.String, "rank": pl.String, **{a: pl.Int64 for a in RANK_AXES}})
-    # axes no line has stay null literals (no memory); the others come from a join
-    used = [a for a in RANK_AXES if rdf.get_column(a).null_count() < rdf.height]
-    df = df.join(rdf.select("_ranks", "rank", *used), on="_ranks", how="left", maintain_order="left").drop("_ranks")
-    return df.with_columns([pl.lit(None, pl.Int64).alias(a) for a in RANK_AXES if a not in used])
+    labels, axes = _rank_table(tuple(sorted(r for r in df.get_column("_ranks").unique().to_list() if r)))
+    r = pl.col("_ranks")
+    cols = [r.replace_strict(labels, default=None, return_dtype=pl.String).alias("rank")]
+    # axes no line has stay null literals
+    cols += [r.replace_strict(axes[a], default=None, return_dtype=pl.Int64).alias(a) for a in RANK_AXES if a in axes]
+    cols += [pl.lit(None, pl.Int64).alias(a) for a in RANK_AXES if a not in axes]
+    return df.with_columns(cols).drop("_ranks")
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_table(tags: tuple[str, ...]) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Rank tag texts -> (label of each, {axis: value of each text that has it}) for the axes used."""
+    labels: dict[str, str] = {}
+    axes: dict[str, dict[str, int]] = {}
+    for t in tags:
+        rank = Rank.parse(t)
+        if rank is None:
+            continue
+        labels[t] = rank.label
+        for a in RANK_AXES:
+            v = getattr(rank, a)
+            if v is not None:
+                axes.setdefault(a, {})[t] = v
+    return labels, axes
 
 
 # ---------------------------------------------------------------- key/value families
@@ -279,6 +310,26 @@ class Shape:
     dtypes: list[Any]
     const: dict[str, Any] = field(default_factory=dict)  # fields not from the key/values or the head
     order: list[str] = field(default_factory=list)  # field order of the lark parse
+    lit: LitPlan | None = None  # the whole-line reading of this shape's plain lines (see LitPlan)
+
+
+@dataclass
+class LitPlan:
+    """A shape's plain lines read without capture groups.
+
+    Most batch lines have the usual envelope (``[YYYY-MM-DD HH:MM:SS TP3] ``),
+    the exemplar's exact head (``Decode batch, ``) and nothing after the last
+    value.  ``regex`` (no groups: the fast DFA) checks the whole line; the
+    values are then cut out by splitting at ``", "``: keys and values have no
+    ``", "``, so part ``i + head_commas`` is ``key_i: value_i``.  A line the
+    regex does not take goes on to the capture-group reading (``Shape.regex``).
+    """
+
+    regex: str  # anchored on the raw line
+    head: str  # the literal head text
+    keys: list[str]  # key texts, one per value (the part is f"{key}: {value}")
+    head_commas: int  # 1 if the head ends with ", " (it is a part of its own), else 0
+    head_fields: dict[str, Any] = field(default_factory=dict)
 
 
 class ShapeBook:
@@ -353,6 +404,7 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     parts: list[str] = []
     names: list[str | None] = []
     dtypes: list[Any] = []
+    vclasses: list[str] = []  # value class regex of each key (None for an 'a -> b' pair)
     g = 0
     for key, value in pairs:
         name = normalise_key(key)
@@ -363,12 +415,14 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
             parts.append(grammar.escape(key) + f": (?P<v{g}>{_DEC[0]}) -> (?P<v{g + 1}>{_DEC[0]})")
             names += ["new_token_ratio_before", "new_token_ratio"]
             dtypes += [pl.Float64, pl.Float64]
+            vclasses.append(None)
             g += 2
             continue
         cls = _value_class(table.get(name), value)
         if cls is None:
             return None
         parts.append(grammar.escape(key) + f": (?P<v{g}>{cls[0]})")
+        vclasses.append(cls[0])
         names.append(name)
         dtypes.append(cls[1])
         g += 1
@@ -395,7 +449,26 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
         if name:
             mine[name] = _py_cast(m.group(f"v{i}"), dt)
     mine.update(const)
-    return shape if same_values(mine, fields) else None
+    if not same_values(mine, fields):
+        return None
+    shape.lit = _lit_plan(kind, head, pairs, vclasses, head_fields)
+    return shape
+
+
+def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str], head_fields: dict[str, Any]) -> LitPlan | None:
+    """The whole-line reading of a batch shape, when its head and keys allow splitting at ', '."""
+    if kind not in BATCH_KINDS or None in vclasses or head_fields or re.search(r"[0-9]", head):
+        return None  # (a digit in the head varies per line; an 'a -> b' value is two groups)
+    commas = head.count(", ")
+    if "] " in head or ": " in head or (commas and not (commas == 1 and head.endswith(", "))):
+        return None
+    keys = [k for k, _v in pairs]
+    if any(", " in k or ": " in k or not k for k in keys):
+        return None
+    ranks = grammar.terminal_pattern("ENV_RANKS").replace(r"\d", "[0-9]")  # ASCII only: byte offsets = char offsets
+    values = [f"{grammar.escape(k)}: (?:{vc})" for (k, _v), vc in zip(pairs, vclasses)]
+    regex = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:" + ranks + r")?\] " + grammar.escape(head) + ", ".join(values) + "$"
+    return LitPlan(regex, head, keys, 1 if commas else 0, dict(head_fields))
 
 
 def _value_class(conv, value: str) -> tuple[str, Any] | None:
@@ -427,6 +500,89 @@ def _py_cast(text: str, dtype) -> Any:
 
 # literal starts of the batch heads: which rows to try a kind's shapes on (the regexes decide)
 _NEEDLES = {"decode_batch": "Decode batch", "prefill_batch": "Prefill batch"}
+
+
+def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[pl.DataFrame], pl.DataFrame, list[tuple[Shape, int]]]:
+    """Lines (line, raw) of a chunk -> (frames of the lines whole-line shapes take, the other lines with
+    their ``_claim`` worked out, samples).  See ``LitPlan``."""
+    shapes = [sh for k in BATCH_KINDS for sh in book.shapes.get(k, []) if sh.lit is not None]
+    if not shapes or not df.height:
+        return [], df, []
+    raw = df.get_column("raw")
+    hits = [raw.str.contains(sh.lit.regex) for sh in shapes]
+    anyhit = hits[0]
+    for h in hits[1:]:
+        anyhit = anyhit | h
+    if not anyhit.any():
+        return [], df, []
+    claim = claims(df, anyhit)
+    df = df.with_columns(claim)
+    frames: list[pl.DataFrame] = []
+    samples: list[tuple[Shape, int]] = []
+    taken = None
+    for sh, h in zip(shapes, hits):
+        mine = h & claim
+        if taken is not None:
+            mine = mine & ~taken  # (shapes' lines do not overlap; first one wins regardless)
+        if not mine.any():
+            continue
+        frame, ok = _lit_frame(df.filter(mine), sh, keep_text)
+        if ok is not None:  # some lines have a value the capture-group reading must judge
+            mine = mine.clone().scatter(mine.arg_true().filter(~ok), False)
+            frame = frame.filter(ok)
+        if frame.height:
+            frames.append(frame)
+            samples.append((sh, frame.get_column("line")[-1]))
+        taken = mine if taken is None else (taken | mine)
+    if taken is None:
+        return [], df, []
+    return frames, df.filter(~taken), samples
+
+
+def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.DataFrame, pl.Series | None]:
+    """Rows a whole-line shape matched -> (typed frame like _apply_shapes', rows whose ints fit Int64 or None if all)."""
+    plan = shape.lit
+    assert plan is not None
+    raw = pl.col("raw")
+    pos = pl.col("_pos")
+    rows = rows.with_columns(raw.str.find("] ", literal=True).alias("_pos"), raw.str.split(", ").alias("_parts"))
+    parts = pl.col("_parts")
+    values: dict[str, pl.Expr] = {}
+    too_long: list[pl.Expr] = []
+    for i, (key, name, dt) in enumerate(zip(plan.keys, shape.names, shape.dtypes)):
+        if not name:
+            continue  # a later key of the same name wins
+        if i == 0 and not plan.head_commas:  # '[env] HEADkey: value'
+            v = parts.list.get(0).str.slice(pos + (2 + len(plan.head) + len(key) + 2))
+        else:
+            v = parts.list.get(i + plan.head_commas).str.slice(len(key) + 2)
+        if dt == pl.Boolean:
+            values[name] = (v == "True").alias(name)
+        else:
+            values[name] = v.cast(dt, strict=False).alias(name)
+            if dt == pl.Int64:  # too long for Int64 (Python's int has no limit): not read here
+                too_long.append(v.str.len_bytes() > 18)
+    for k, val in shape.const.items():
+        values[k] = pl.lit(val).alias(k)
+    order = {k: i for i, k in enumerate(shape.order)}
+    env = [
+        pl.col("line"),
+        pl.lit(shape.kind).alias("kind"),
+        _std_ts(raw.str.slice(1, 19)),
+        pl.lit(True).alias("ts_has_date"),
+        raw.str.slice(20, pos - 20).alias("_ranks"),
+    ]
+    if keep_text:
+        env.append(raw.alias("text"))
+    out = rows.select(*env, *[values[k] for k in sorted(values, key=lambda k: order.get(k, len(order)))], *([pl.any_horizontal(too_long).alias("_long")] if too_long else []))
+    ok = None
+    if too_long and out.get_column("_long").any():
+        ok = ~out.get_column("_long")
+    if too_long:
+        out = out.drop("_long")
+    out = _with_ranks(out)
+    lead = ["line", "kind", "ts", "ts_has_date", "rank", *RANK_AXES] + (["text"] if keep_text else [])
+    return out.select(*lead, *[c for c in out.columns if c not in lead]), ok
 
 
 def read_family(kinds: tuple[str, ...], rows: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[Shape, int]]]:
@@ -769,22 +925,25 @@ class ChunkResult:
 
 def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:
     """frame(line, raw) -> the vectorised reading of one chunk."""
+    samples: list[tuple[Shape | None, int]] = []
+    batch_frames, df, smp = read_lit(df, book, keep_text)
+    samples += smp
     df = route(df)
     parts = {k[0]: v.drop("route") for k, v in df.partition_by("route", as_dict=True, maintain_order=True).items()}
     empty = df.select("line", "raw").clear()
     slow_parts = [parts.get(SLOW, empty)]
-    samples: list[tuple[Shape | None, int]] = []
     heads = _family_heads()
-    batches = pl.DataFrame()
     rows = parts.get(BATCH)
     if rows is not None:
         kinds = tuple(k for k in BATCH_KINDS if k in heads)
         if kinds:
-            batches, rest, smp = read_family(kinds, rows, book, keep_text)
+            frame, rest, smp = read_family(kinds, rows, book, keep_text)
+            batch_frames.append(frame)
             slow_parts.append(rest)
             samples += smp
         else:
             slow_parts.append(rows)
+    batches = _concat_sorted([f for f in batch_frames if f.height])
     event_frames: list[pl.DataFrame] = []
     left = parts.get(OTHER)
     others = [k for k in heads if k not in BATCH_KINDS]
@@ -830,11 +989,8 @@ def concat_frames(frames: list[pl.DataFrame]) -> pl.DataFrame:
     target = pl.concat([f.clear() for f in frames], how="diagonal_relaxed").schema
     # columns null everywhere (rank axes a log does not use) stay one null literal, not a column
     # per chunk that the concatenation would fill in
-    nulls = {
-        name
-        for name in target
-        if all(name not in f.columns or f.select(pl.col(name).null_count()).item() == f.height for f in frames)
-    }
+    counts = [f.null_count().row(0, named=True) for f in frames]
+    nulls = {name for name in target if all(c.get(name, f.height) == f.height for c, f in zip(counts, frames))}
     out = []
     for f in frames:
         cols = []

@@ -113,17 +113,20 @@ def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[st
         yield block.decode("utf-8", errors="replace")
 
 
-def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None) -> Iterator[bytes]:
     """Raw (decompressed) bytes in chunks that end with b'\\n' (except possibly the last).
 
     A chunk never splits a line, so each can be read on its own; only one
-    chunk (plus the carried partial line) is held at a time.
+    chunk (plus the carried partial line) is held at a time.  ``first_bytes``:
+    a different size for the first read.
     """
     carry = b""
+    size = first_bytes or chunk_bytes
     try:
         with _open_binary(src) as f:
             while True:
-                block = f.read(chunk_bytes)
+                block = f.read(size)
+                size = chunk_bytes
                 if not block:
                     break
                 cut = block.rfind(b"\n")

@@ -357,6 +357,9 @@ def parse_source(
     return log
 
 
+FIRST_CHUNK_BYTES = 1 << 20
+
+
 def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: bool, threads: int | None) -> Iterator[tuple[fastpath.ChunkResult, int]]:
     """(vectorised reading of a chunk, its line count), in order, ``threads`` chunks at a time.
 
@@ -364,6 +367,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     and counts lines; worker threads run the polars reading; the caller folds
     the rest meanwhile.  At most ``threads + 1`` chunks are in flight.
     """
+    import concurrent.futures
     import queue
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -390,7 +394,10 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
         def reader() -> None:
             first = 1
             try:
-                chunks = iter_byte_chunks(src, size)
+                # a small first chunk, read alone, teaches the shape book the common line shapes
+                # before the workers start on full chunks (which then take the whole-line path)
+                chunks = iter_byte_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES))
+                lead = None
                 while True:
                     slots.acquire()
                     if stop.is_set():
@@ -399,9 +406,13 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     if chunk is None:
                         break
                     n = fastpath.line_count(chunk)
-                    pending.put(pool.submit(work, chunk, first, n))
+                    job = pool.submit(work, chunk, first, n)
+                    pending.put(job)
                     first += n
                     del chunk
+                    if lead is None:
+                        lead = job
+                        concurrent.futures.wait([lead])
                 pending.put(done)
             except BaseException as e:  # an unreadable input: raised in the caller
                 pending.put(e)

@@ -64,6 +64,17 @@ ODD = [
     "[2026-02-23 10:15:02 TP2] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 12, #new_token_ratio: 0.42 -> 0.5567",
     "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1234s | # Objects: gen0=5, gen1=0, gen2=123456 | This may cause latency jitter.",
     "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1.2s | # Objects: gen0=5, gen1=0, gen2=123456 | x",
+    # the generator's own decode/prefill shapes (the whole-line path, sglog/fastpath.py LitPlan) with a twist
+    "[2026-02-23 10:15:02 DP1 TP3 EP3] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP\uff13] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 1234567890123456789, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: -5, #token: 123456789012345678, token usage: 1, accept len: 3, accept rate: 0.68, cuda graph: False, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0,",
+    "[2026-02-23 10:15:02 TP3] Decode batch. #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3]  Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False, extra: 1",
+    "[2026-13-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False",
+    "[2026-02-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False Traceback (most recent call last):",
     "[2026-02-23 10:15:02] Exception in run_tp_server:",
     "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0 Traceback (most recent call last):",
     "",
@@ -258,3 +269,31 @@ def test_a_truncated_gzip_is_one_input_error(tmp_path, odd_path):
     for threads in (1, 2):
         with pytest.raises(InputError, match="corrupt or truncated"):
             parse_file(str(gz), chunk_bytes=8 << 10, threads=threads)
+
+
+def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture_groups(odd_path):
+    """After one chunk has taught the book its shapes, the whole-line path (no capture groups) takes
+    the plain decode/prefill lines; its frame equals the capture-group reading of the same chunk."""
+    df = fastpath.split_lines(odd_path.read_bytes(), 1)
+    book = fastpath.ShapeBook()
+    fastpath.read_chunk(df, book, False)  # learn the shapes
+    plans = [sh for k in fastpath.BATCH_KINDS for sh in book.shapes[k] if sh.lit is not None]
+    assert {sh.kind for sh in plans} == {"decode_batch", "prefill_batch"}
+    frames, rest, samples = fastpath.read_lit(df, book, False)
+    taken = sum(f.height for f in frames)
+    assert taken > 1000 and len(samples) == len(frames)
+    assert rest.height == df.height - taken
+    # odd lines of the same shapes stay for the capture-group reading or lark
+    lines = set(pl.concat([f.select("line") for f in frames]).get_column("line").to_list())
+    raw = dict(zip(df.get_column("line").to_list(), df.get_column("raw").to_list()))
+    must_not = [o for o in ODD if "accept len: 3.03" in o and any(m in o for m in ("TP\uff13]", "1234567890123456789,", "#queue-req: 0,", "]  Decode"))]
+    must_not += [o for o in ODD if "Prefill batch" in o and "Traceback" in o]
+    assert len(must_not) == 5
+    assert not {n for n in lines if raw[n] in must_not}
+    assert any(raw[n] == ODD[ODD.index(must_not[0]) - 1] for n in lines)  # DP1 TP3 EP3 is plain
+    with_lit = fastpath.read_chunk(df, book, False).batches
+    for sh in plans:
+        sh.lit = None
+    without = fastpath.read_chunk(df, book, False).batches
+    assert sorted(with_lit.columns) == sorted(without.columns)  # (frames stack diagonally: order may differ)
+    assert with_lit.select(sorted(with_lit.columns)).equals(without.select(sorted(with_lit.columns)))
