@@ -126,7 +126,15 @@ def _patterns() -> dict[str, str]:
         # where records.clean may cut a glued progress bar off: before a log head that
         # follows ']', '|', '%' or '.' (a superset, without look-behind)
         "glued": r"[\]|%.] ?[\[(/]",
+        "continues": records_cont_pattern(),
     }
+
+
+def records_cont_pattern() -> str:
+    """The record layer's test for a line that continues an SGLang record (records._CONT_SGLANG)."""
+    from sglog import records
+
+    return records._CONT_SGLANG.pattern
 
 
 _STD_TS = r"^\d{4}-\d\d-\d\d [0-2]\d:[0-5]\d:[0-5]\d(?: |$)"  # the usual 'YYYY-MM-DD HH:MM:SS', no ms
@@ -171,21 +179,48 @@ def route(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
-    """``_claim``: is the line certainly a whole record?  It starts one (SGLang envelope or uvicorn
-    level), nothing in it makes the record layer cut or fold it, and the next line starts one too.
+    """``_claim``: is the line certainly a whole record?
 
-    ``starts``: lines already known to be such starts (a whole-line shape took them); only
-    the other lines are examined.
+    It starts one (SGLang envelope or uvicorn level) and nothing in it makes
+    the record layer cut or fold it; and the record layer cannot continue it
+    with the next line: that line starts a record too, or it is plain text
+    (no ANSI, CR, NUL, odd control or glued progress bar: the record layer
+    sees it as it is) that does not look like a continuation
+    (``records._CONT_SGLANG``: indented, ``Try to allocate``...).  A line that
+    may open a traceback (``Exception in X:``) needs a start after it.
+
+    ``starts``: lines already known to be starts (a whole-line shape took them);
+    only the other lines are examined.
     """
     pats = _patterns()
     raw = df.get_column("raw")
+
+    def examine(text: pl.Series) -> pl.DataFrame:
+        frame = text.to_frame("raw")
+        r = pl.col("raw")
+        ok = r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex())
+        plain = ~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"])
+        return frame.select(ok.alias("ok"), (ok | plain).alias("ends"), r.str.contains("Exception in ", literal=True).alias("exc"))
+
     if starts is None:
-        ok = raw.str.contains(pats["start"]) & ~raw.str.contains(_dirty_regex())
+        ex = examine(raw)
+        ok, ends, exc = ex.get_column("ok"), ex.get_column("ends"), ex.get_column("exc")
     else:
         idx = (~starts).arg_true()
-        rest = raw.gather(idx)
-        ok = starts.clone().scatter(idx, rest.str.contains(pats["start"]) & ~rest.str.contains(_dirty_regex()))
-    return (ok & ok.shift(-1, fill_value=False)).alias("_claim")
+        ex = examine(raw.gather(idx))
+        ok = starts.clone().scatter(idx, ex.get_column("ok"))
+        ends = starts.clone().scatter(idx, ex.get_column("ends"))
+        exc = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True).scatter(idx, ex.get_column("exc"))
+    after = pl.when(exc).then(ok.shift(-1, fill_value=False)).otherwise(ends.shift(-1, fill_value=False))
+    return pl.select(pl.lit(ok) & after).to_series().alias("_claim")
+
+
+@functools.cache
+def _odd_regex() -> str:
+    """Texts that make the record layer's ``clean`` change a line, and any non-ASCII character (where
+    Python's and polars' ``\\s``/``\\w`` may differ): such a line is no plain end of the record before it."""
+    alts = [grammar.escape(n) for n in ("%|", "% Completed |")] + [r"^\.\.", r"[^\x09\x20-\x7e]"]
+    return "|".join(alts)
 
 
 @functools.cache
@@ -338,7 +373,7 @@ class ShapeBook:
     def __init__(self) -> None:
         self.shapes: dict[str, list[Shape]] = {k: [] for k in FAMILIES}
         self.terms: list[TermShape] = []
-        self.not_terms: set[str] = set()  # digit-zeroed messages whose lark parse is no term shape
+        self.not_terms: set[str] = set()  # message forms (digit runs as 0) whose lark parse is no term shape
         self.retired: set[str] = set()
         self.access_ok = True
 
@@ -803,24 +838,25 @@ def read_terms(rows: pl.DataFrame, book: ShapeBook) -> tuple[pl.DataFrame, pl.Da
         if got is not None:
             frames.append(got)
             samples.append((shape, got.get_column("line")[-1]))
-    new = 0
-    while todo.height and new < MAX_NEW_SHAPES:
-        zeroed = todo.get_column("msg").str.replace_all("[1-9]", "0")
-        fresh = ~zeroed.is_in(list(book.not_terms)) if book.not_terms else pl.Series([True] * todo.height)
-        idx = fresh.arg_true()
-        if not len(idx):
-            break
-        new += 1
-        msg = todo.get_column("msg")[idx[0]]
-        shape = book.derive_term(msg)
-        got = None
-        if shape is not None:
-            got, todo = _apply_term(todo, shape)
-            if got is not None:
-                frames.append(got)
-                samples.append((shape, got.get_column("line")[-1]))
-        if (todo.get_column("msg") == msg).any():  # the exemplar is not taken: do not pick its like again
-            book.not_terms.add(zeroed[idx[0]])
+    if todo.height:
+        # new exemplars, the most frequent message forms (digit runs as one 0) first: the lines
+        # worth reading here are the many alike (a rare line costs lark once either way)
+        msg = pl.col("msg")
+        forms = todo.select(msg, msg.str.replace_all("[0-9]+", "0").alias("_form"))
+        if book.not_terms:
+            forms = forms.filter(~pl.col("_form").is_in(pl.Series(list(book.not_terms), dtype=pl.String).implode()))
+        top = forms.group_by("_form").agg(msg.first(), pl.len().alias("n")).filter(pl.col("n") >= 2).sort("n", "_form", descending=[True, False]).head(MAX_NEW_SHAPES)
+        for form, text in zip(top.get_column("_form").to_list(), top.get_column("msg").to_list()):
+            if not todo.height:
+                break
+            shape = book.derive_term(text)
+            if shape is not None:
+                got, todo = _apply_term(todo, shape)
+                if got is not None:
+                    frames.append(got)
+                    samples.append((shape, got.get_column("line")[-1]))
+            if (todo.get_column("msg") == text).any():  # the exemplar is not taken: do not pick its like again
+                book.not_terms.add(form)
     return _concat_sorted(frames), todo.select("line", "raw"), samples
 
 

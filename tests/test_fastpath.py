@@ -75,6 +75,15 @@ ODD = [
     "[2026-02-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False, extra: 1",
     "[2026-13-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False",
     "[2026-02-23 10:15:02 TP3] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False Traceback (most recent call last):",
+    # lines after a batch line: some continue its record (records._CONT_SGLANG), some end it
+    "Try to allocate 2.00 GiB",
+    "Possible solutions:",
+    "1. lower --mem-fraction-static",
+    "\tTab-indented text",
+    "\x1cfile separator, then text",
+    "\u3000ideographic space, then text",
+    "plain text that is no record of its own",
+    "..... [2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02] Exception in run_tp_server:",
     "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0 Traceback (most recent call last):",
     "",
@@ -297,3 +306,18 @@ def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture
     without = fastpath.read_chunk(df, book, False).batches
     assert sorted(with_lit.columns) == sorted(without.columns)  # (frames stack diagonally: order may differ)
     assert with_lit.select(sorted(with_lit.columns)).equals(without.select(sorted(with_lit.columns)))
+
+
+def test_claims_end_a_line_at_plain_text_but_not_at_a_continuation():
+    """A batch line is claimed when the next line starts a record or is plain text the record layer
+    cannot fold into it; not when the next line may continue it."""
+    batch = "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0"
+    ends = ["plain text that is no record of its own", "/x/protocol.py:412: UserWarning: 'max_tokens' is deprecated", "", "   ", batch]
+    maybe_continues = ["    indented", "\tTab", "Try to allocate 5", "Possible solutions:", "2. lower it", "\x1cFS text", "\u00a0nbsp text", "..glued? [x]"]
+    for nxt in ends + maybe_continues:
+        df = fastpath.split_lines(batch + "\n" + nxt + "\n" + batch + "\n", 1)
+        claimed = fastpath.claims(df).to_list()[0]
+        assert claimed == (nxt in ends), repr(nxt)
+    # a line that may open a traceback needs a start after it
+    df = fastpath.split_lines("[2026-02-23 10:15:02] Exception in run_tp_server:\nplain text\n", 1)
+    assert fastpath.claims(df).to_list()[0] is False
