@@ -1002,7 +1002,7 @@ def compare(a: Run, b: Run, findings_a: list[Finding] | None = None, findings_b:
     """
     from sglog import timeline
 
-    sa, sb = timeline.decode_stats(a), timeline.decode_stats(b)
+    sa, sb = timeline.decode_stats(a, values=True), timeline.decode_stats(b, values=True)
     ra, rb = _ref("A", spec_a, a), _ref("B", spec_b, b)
     reasons, caveats = comparability(a, b, sa, sb)
     sig = significance(sa.get("values") or [], sb.get("values") or []) if (sa.get("values") and sb.get("values")) else None

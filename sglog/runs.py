@@ -22,6 +22,7 @@ import polars as pl
 from sglog import args as sargs
 from sglog.events import Event, Rank
 from sglog.parse import ParsedLog, parse_file
+from sglog.schema import ENVELOPE_COLUMNS
 
 # ------------------------------------------------------------------ results
 
@@ -332,15 +333,19 @@ class Run:
 
     @property
     def decode(self) -> pl.DataFrame:
-        if self.batches.height == 0:
-            return self.batches
-        return self.batches.filter(pl.col("kind") == "decode_batch")
+        """The decode rows of the batch frame (without the columns null in all of them); once per run."""
+        return self.memo("decode", lambda run: _rows_of(run.batches, "decode_batch"))
 
     @property
     def prefill(self) -> pl.DataFrame:
-        if self.batches.height == 0:
-            return self.batches
-        return self.batches.filter(pl.col("kind") == "prefill_batch")
+        """The prefill rows of the batch frame (without the columns null in all of them); once per run."""
+        return self.memo("prefill", lambda run: _rows_of(run.batches, "prefill_batch"))
+
+    def count(self, kind: str) -> int:
+        """How many rows of this kind the batch frame has (without copying them)."""
+        if self.batches.height == 0 or "kind" not in self.batches.columns:
+            return 0
+        return self.memo(f"count:{kind}", lambda run: int(run.batches.select((pl.col("kind") == kind).sum()).item()))
 
     def summary(self) -> dict[str, Any]:
         from sglog import timeline
@@ -363,6 +368,19 @@ class Run:
             "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
             "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
         }
+
+
+def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """Rows of one kind, without the columns that are null in all of them (prefill fields in decode
+    rows, unused rank axes) and with ``kind`` a constant: a multi-hour log has millions of rows."""
+    if batches.height == 0 or "kind" not in batches.columns:
+        return batches
+    mine = pl.col("kind") == kind
+    stats = batches.select(mine.sum().alias("_n"), *[(pl.col(c).is_null() & mine).sum().alias(c) for c in batches.columns if c != "kind"]).row(0, named=True)
+    n = stats.pop("_n")
+    keep = [c for c in batches.columns if c == "kind" or c in ENVELOPE_COLUMNS or stats[c] < n]  # (null in all: stats[c] == n)
+    rows = batches.lazy().filter(mine).select([c for c in keep if c != "kind"]).collect()
+    return rows.with_columns(pl.lit(kind).alias("kind")).select(keep)
 
 
 def jsonable(v):
@@ -444,7 +462,13 @@ def _split_points(log: ParsedLog) -> list[int]:
 def _slice_frame(frame: pl.DataFrame, lo: int, hi: int, file: str) -> pl.DataFrame:
     if frame.height == 0:
         return frame
-    return frame.filter((pl.col("line") >= lo) & (pl.col("line") <= hi)).with_columns(pl.lit(file).alias("file"))
+    line = frame.get_column("line")
+    if line.is_sorted():  # (as parse_file makes it) a zero-copy slice: millions of rows
+        start, stop = line.search_sorted(lo, "left"), line.search_sorted(hi, "right")
+        part = frame.slice(start, stop - start)
+    else:
+        part = frame.filter((pl.col("line") >= lo) & (pl.col("line") <= hi))
+    return part.with_columns(pl.lit(file).alias("file"))
 
 
 @dataclass
@@ -836,7 +860,7 @@ def _ending(run: Run) -> Ending:
     if "shutdown" in kinds:
         return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if ready:
-        return Ending("serving" if run.decode.height or run.prefill.height else "ready", "serving", None, last_ts)
+        return Ending("serving" if run.count("decode_batch") or run.count("prefill_batch") else "ready", "serving", None, last_ts)
     # no ready line: a log of serving lines only (an excerpt) is still serving
     if run.batches.height and not run.startup.phases:
         return Ending("serving", "serving", None, last_ts)

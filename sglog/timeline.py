@@ -52,14 +52,27 @@ def _decode_frame(run) -> pl.DataFrame:
     return d.with_columns(steady_mask(d))
 
 
-def decode_stats(run) -> dict[str, Any]:
-    """Steady-state decode throughput distribution and friends."""
+def decode_stats(run, values: bool = False) -> dict[str, Any]:
+    """Steady-state decode throughput distribution and friends (once per run).  ``values``: also the
+    steady throughputs themselves, as a list (for significance tests; millions in a long run)."""
+    memo = getattr(run, "memo", None)
+    out = dict(memo("decode_stats", _decode_stats) if memo else _decode_stats(run))
+    if values and out:
+        out["values"] = _steady_rows(run).get_column("gen_throughput").drop_nulls().to_list()
+    return out
+
+
+def _steady_rows(run) -> pl.DataFrame:
+    d = decode_frame(run)
+    s = d.filter(pl.col("steady"))
+    return s if s.height else d
+
+
+def _decode_stats(run) -> dict[str, Any]:
     d = decode_frame(run)
     if d.height == 0 or "gen_throughput" not in d.columns:
         return {}
-    s = d.filter(pl.col("steady"))
-    if s.height == 0:
-        s = d
+    s = _steady_rows(run)
     t = s.get_column("gen_throughput").drop_nulls()
     out: dict[str, Any] = {
         "n": t.len(),
@@ -68,7 +81,6 @@ def decode_stats(run) -> dict[str, Any]:
         "p90": t.quantile(0.90, "linear"),
         "mean": t.mean(),
         "warmup_rows": d.height - s.height,
-        "values": t.to_list(),
     }
     for col, name in (("running_req", "running"), ("queue_req", "queue"), ("token_usage", "token_usage"), ("accept_len", "accept_len"), ("accept_rate", "accept_rate")):
         if col in s.columns and s.get_column(col).drop_nulls().len():

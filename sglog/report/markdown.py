@@ -156,9 +156,9 @@ def _what_happened(s: Subject) -> str:
 
             d = timeline.decode_stats(run)
             if d:
-                second += f" and logged {run.decode.height:,} decode batch lines, a median {_rate(d['p50'])} in steady state"
-            elif run.prefill.height:
-                second += f" and logged {run.prefill.height:,} prefill batch lines (no decode lines)"
+                second += f" and logged {run.count('decode_batch'):,} decode batch lines, a median {_rate(d['p50'])} in steady state"
+            elif run.count("prefill_batch"):
+                second += f" and logged {run.count('prefill_batch'):,} prefill batch lines (no decode lines)"
             second += "; the log ends " + ("after a shutdown." if e.status == "stopped" else "while it is serving." if e.status == "serving" else "with the server ready.")
     n = {sev: sum(1 for f in s.findings if f.severity == sev) for sev in ("error", "warning", "info")}
     counts = [_plural(k, sev) for sev, k in n.items() if k]
@@ -430,8 +430,8 @@ def serving(report: Report, charts: dict[str, Any], html: bool = False) -> str:
         return str(sum(1 for e in s.run.events if e.kind == "retraction"))
 
     rows = [
-        _by_subject(report, "decode batch lines", lambda s: f"{s.run.decode.height:,}"),
-        _by_subject(report, "prefill batch lines", lambda s: f"{s.run.prefill.height:,}"),
+        _by_subject(report, "decode batch lines", lambda s: f"{s.run.count('decode_batch'):,}"),
+        _by_subject(report, "prefill batch lines", lambda s: f"{s.run.count('prefill_batch'):,}"),
         _by_subject(report, "warm-up decode lines (excluded)", lambda s: str(stats[s.label].get("warmup_rows", "–"))),
         _by_subject(report, "decode throughput p10", rate("p10")),
         _by_subject(report, "decode throughput p50", rate("p50")),

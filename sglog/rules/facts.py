@@ -413,8 +413,20 @@ def _steady(run) -> pl.DataFrame:
     d = decode_rows(run)
     if d.height == 0:
         return d
-    s = d.filter(pl.col("steady"))
-    return s if s.height else d
+    s = rows_where(d, d.get_column("steady"))
+    return d if s is None else s
+
+
+def rows_where(frame: pl.DataFrame, mask: pl.Series) -> pl.DataFrame | None:
+    """``frame.filter(mask)`` (None when no row is left), as a zero-copy slice when the rows are
+    one contiguous block (steady state usually is: millions of rows, #7)."""
+    idx = mask.fill_null(False).arg_true()
+    if idx.len() == 0:
+        return None
+    first, last = idx[0], idx[-1]
+    if last - first + 1 == idx.len():
+        return frame.slice(first, idx.len())
+    return frame.filter(mask)
 
 
 def col(frame: pl.DataFrame, name: str) -> pl.Series | None:

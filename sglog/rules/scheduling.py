@@ -81,7 +81,8 @@ def _steady_usage(run, min_rows: int):
     u = facts.usage_col(s)
     if s.height < min_rows or u is None or "queue_req" not in s.columns:
         return None, None
-    s = s.filter(pl.col(u).is_not_null() & pl.col("queue_req").is_not_null())
+    if s.get_column(u).null_count() or s.get_column("queue_req").null_count():
+        s = s.filter(pl.col(u).is_not_null() & pl.col("queue_req").is_not_null())
     if s.height < min_rows:
         return None, None
     return s, u
