@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from sglog import args as sargs
-from sglog.events import Event, Rank
+from sglog.events import RANK_AXES, Event, Rank
 from sglog.parse import ParsedLog, parse_file
 from sglog.schema import ENVELOPE_COLUMNS
 
@@ -378,7 +378,9 @@ def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
     mine = pl.col("kind") == kind
     stats = batches.select(mine.sum().alias("_n"), *[(pl.col(c).is_null() & mine).sum().alias(c) for c in batches.columns if c != "kind"]).row(0, named=True)
     n = stats.pop("_n")
-    keep = [c for c in batches.columns if c == "kind" or c in ENVELOPE_COLUMNS or stats[c] < n]  # (null in all: stats[c] == n)
+    # (null in all: stats[c] == n; the rank axes are in the `rank` label, the date flag is for the
+    # roll-over of date-less times, done before)
+    keep = [c for c in batches.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (stats[c] < n and c not in RANK_AXES)]
     rows = batches.lazy().filter(mine).select([c for c in keep if c != "kind"]).collect()
     return rows.with_columns(pl.lit(kind).alias("kind")).select(keep)
 

@@ -417,6 +417,14 @@ def _steady(run) -> pl.DataFrame:
     return d if s is None else s
 
 
+def present(frame: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """The rows where these columns are not null (the frame itself when none is: no copy of
+    millions of rows for nothing)."""
+    if not any(frame.get_column(c).null_count() for c in cols):
+        return frame
+    return frame.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in cols]))
+
+
 def rows_where(frame: pl.DataFrame, mask: pl.Series) -> pl.DataFrame | None:
     """``frame.filter(mask)`` (None when no row is left), as a zero-copy slice when the rows are
     one contiguous block (steady state usually is: millions of rows, #7)."""

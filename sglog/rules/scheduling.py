@@ -81,8 +81,7 @@ def _steady_usage(run, min_rows: int):
     u = facts.usage_col(s)
     if s.height < min_rows or u is None or "queue_req" not in s.columns:
         return None, None
-    if s.get_column(u).null_count() or s.get_column("queue_req").null_count():
-        s = s.filter(pl.col(u).is_not_null() & pl.col("queue_req").is_not_null())
+    s = facts.present(s, u, "queue_req")
     if s.height < min_rows:
         return None, None
     return s, u
@@ -210,7 +209,7 @@ class KvCapacityBound(Rule):
         s, u = _steady_usage(run, o["min_rows"])
         if s is None:
             return
-        hit = s.filter((pl.col(u) >= o["usage_at_least"]) & (pl.col("queue_req") > 0))
+        hit = s.select([c for c in ("file", "line", u, "queue_req") if c in s.columns]).filter((pl.col(u) >= o["usage_at_least"]) & (pl.col("queue_req") > 0))
         share = hit.height / s.height
         if share < o["share"]:
             return
@@ -341,7 +340,7 @@ class CudaGraphsNeverCaptured(Rule):
         least = min(o["min_rows"], o["min_rows_info"])
         if d.height < least or "cuda_graph" not in d.columns:
             return
-        g = d.filter(pl.col("cuda_graph").is_not_null())
+        g = facts.present(d, "cuda_graph")
         if g.height < least or g.get_column("cuda_graph").any():
             return
         few = g.height < o["min_rows"]

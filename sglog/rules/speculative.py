@@ -62,7 +62,7 @@ def accept_stats(run, min_rows: int):
     s = facts.steady(run)
     if s.height == 0 or "accept_len" not in s.columns:
         return None, None, None
-    s = s.filter(pl.col("accept_len").is_not_null())
+    s = facts.present(s, "accept_len")
     if s.height < min_rows:
         return None, None, None
     L = float(s.get_column("accept_len").median())
@@ -344,6 +344,9 @@ class SpeculationUnprofitable(Rule):
             return
         if "gen_throughput" not in d.columns or "running_req" not in d.columns:
             return
+        if not d.get_column("accept_len").null_count():
+            return  # (no decode line without speculation to compare with)
+        d = d.select("file", "line", "running_req", "gen_throughput", "accept_len") if "file" in d.columns else d.select("line", "running_req", "gen_throughput", "accept_len")
         on = d.filter(pl.col("accept_len").is_not_null() & (pl.col("running_req") > 0))
         off = d.filter(pl.col("accept_len").is_null() & (pl.col("running_req") > 0))
         if on.height < o["min_rows"] or off.height < o["min_rows"]:
