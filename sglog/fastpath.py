@@ -6,13 +6,21 @@ Per chunk (newline-aligned bytes, see sglog/inputs.py):
    polars' CSV reader (one column, no quoting: a multi-threaded line splitter);
    chunks it could read differently from Python's ``split("\\n")`` (CRLF, NUL,
    the separator byte, a BOM, invalid UTF-8) are split in Python instead.
-2. **Claims** (``route``).  A line is read here, outside the record folder, only
-   when it certainly is a whole record of its own: it starts a record (an
-   SGLang envelope or a uvicorn level), nothing in it makes the record layer
-   cut or fold it (ANSI, CR, NUL, a glued progress bar, a traceback or args
-   dump), and the *next* line starts a record too -- a record start never
-   continues a record.  Every other line goes to the record layer
+2. **Claims** (``claims``, ``route``).  A line is read here, outside the record
+   folder, only when it certainly is a whole record of its own: it starts a
+   record (an SGLang envelope or a uvicorn level), nothing in it makes the
+   record layer cut or fold it (ANSI, CR, NUL, a glued progress bar, a
+   traceback or args dump), and the record layer cannot continue it with the
+   *next* line: that line starts a record too (a record start never continues
+   a record), or it is plain ASCII text that ``records._CONT_SGLANG`` does not
+   take as a continuation.  Every other line goes to the record layer
    (sglog/records.py) and lark, unchanged.
+   **Whole-line shapes** come first (``read_lit``): once a chunk has taught the
+   book a batch shape, its plain lines (usual envelope, the exemplar's head,
+   nothing after the last value) are checked by one regex without capture
+   groups over the raw line and their values cut out at ``", "`` -- about
+   twice as fast as routing, splitting the envelope and capture groups; the
+   lines it does not take go on as below.
 3. **Key/value families** (``decode_batch``, ``prefill_batch``, ``retraction``:
    rules ``HEAD colon_kvs``) are read by *shape*: the head and the sequence of
    keys.  The first line of a new shape is parsed by lark (the exemplar); its
