@@ -95,3 +95,26 @@ def test_arbitrary_bytes_never_raise(tmp_path_factory, data):
     expected = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     assert log.lines == expected
     _spans_cover(log, expected)
+
+
+PLAIN = [
+    "[2026-02-23 10:16:52 TP0] Decode batch, #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0",
+    "[2026-02-23 10:16:52 TP1] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False",
+    '[2026-02-23 10:16:53] INFO:     127.0.0.1:57114 - "GET /health HTTP/1.1" 200 OK',
+    "[2026-02-23 10:16:53 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1234s | # Objects: gen0=5, gen1=0, gen2=123456 | This may cause latency jitter.",
+]
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.sampled_from(PLAIN), line), max_size=60))
+def test_vectorised_path_reads_like_lark_with_tiny_chunks(tmp_path_factory, lines):
+    """The whole-line shapes, claims and term shapes (learned from plain lines in the first chunks)
+    give the events of the lark-only path, whatever lines come after."""
+    from sglog.parse import comparable
+
+    lines = PLAIN * 6 + lines
+    p = tmp_path_factory.mktemp("prop") / "x.log"
+    p.write_bytes(("\n".join(lines) + "\n").encode("utf-8", errors="surrogatepass"))
+    fast = [comparable(d) for d in parse_file(str(p), keep_text=True, chunk_bytes=1024, threads=2).iter_dicts()]
+    slow = [comparable(d) for d in parse_file(str(p), keep_text=True, fast=False).iter_dicts()]
+    assert fast == slow
