@@ -1,3 +1,3 @@
-from sglog.cli import main
+from sglog.cli import run
 
-main()
+run()

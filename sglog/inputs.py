@@ -46,6 +46,15 @@ class Source:
 _spooled: list[Path] = []
 
 
+def remove_spooled() -> None:
+    """Delete the temporary copies of stdin made by this process."""
+    while _spooled:
+        try:
+            _spooled.pop().unlink()
+        except OSError:
+            pass
+
+
 def _spool_stdin() -> Path:
     fd, name = tempfile.mkstemp(prefix="sglog-stdin-", suffix=".log")
     with os.fdopen(fd, "wb") as out:

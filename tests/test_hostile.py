@@ -261,3 +261,19 @@ def test_diagnose_every_fixture_never_internal_error(path):
     r = run("diagnose", "--format", "json", str(path))
     assert r.returncode in (0, 1, 2), r.stderr.decode()[-2000:]
     assert "Traceback" not in r.stderr.decode()
+
+
+def test_stdin_copy_is_removed_and_output_complete(tmp_path):
+    """The console script exits without interpreter teardown (sglog.cli.run): its output is still
+    complete, its exit code right, and the temporary copy of stdin gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    log = "\n".join([DECODE] * 50 + [READY]) + "\n"
+    p = run("events", "--stats", "--format", "json", "-", stdin=log.encode(), env={"TMPDIR": str(tmp)})
+    assert p.returncode == 0, p.stderr.decode()
+    stats = json.loads(p.stdout)
+    files = stats if isinstance(stats, list) else stats.get("files", [stats])
+    assert sum(f["lines"] for f in files) == 51
+    assert not [f for f in tmp.iterdir() if f.name.startswith("sglog-stdin-")]  # (grammar caches may be written there)
+    p = run("diagnose", "-q", str(FIXTURES / "logs" / "story" / "eagle3-oom-auto.log"))
+    assert p.returncode == 1 and "draft-model-exceeds-static-pool" in p.stdout.decode()
