@@ -17,7 +17,7 @@ Per chunk (newline-aligned bytes, see sglog/inputs.py):
    (sglog/records.py) and lark, unchanged.
    **Whole-line shapes** come first (``read_lit``): once a chunk has taught the
    book a batch shape, its plain lines (usual envelope, the exemplar's head,
-   nothing after the last value) are checked by one regex without capture
+   nothing after the last value but ``", "``) are checked by one regex without capture
    groups over the raw line and their values cut out at ``", "`` -- about
    twice as fast as routing, splitting the envelope and capture groups; the
    lines it does not take go on as below.
@@ -362,9 +362,10 @@ class LitPlan:
 
     Most batch lines have the usual envelope (``[YYYY-MM-DD HH:MM:SS TP3] ``),
     the exemplar's exact head (``Decode batch, ``) and nothing after the last
-    value.  ``regex`` (no groups: the fast DFA) checks the whole line; the
-    values are then cut out by splitting at ``", "``: keys and values have no
-    ``", "``, so part ``i + head_commas`` is ``key_i: value_i``.  A line the
+    value but, as 0.4.9-0.5.8 print, ``", "``.  ``regex`` (no groups: the fast
+    DFA) checks the whole line; the values are then cut out by splitting at
+    ``", "``: keys and values have no ``", "``, so part ``i + head_commas`` is
+    ``key_i: value_i`` (a trailing ``", "`` adds an empty last part).  A line the
     regex does not take goes on to the capture-group reading (``Shape.regex``).
     """
 
@@ -510,7 +511,7 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
         return None
     ranks = grammar.terminal_pattern("ENV_RANKS").replace(r"\d", "[0-9]")  # ASCII only: byte offsets = char offsets
     values = [f"{grammar.escape(k)}: (?:{vc})" for (k, _v), vc in zip(pairs, vclasses)]
-    regex = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:" + ranks + r")?\] " + grammar.escape(head) + ", ".join(values) + "$"
+    regex = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:" + ranks + r")?\] " + grammar.escape(head) + ", ".join(values) + "(?:, )?$"
     return LitPlan(regex, head, keys, 1 if commas else 0, dict(head_fields))
 
 

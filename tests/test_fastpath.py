@@ -321,3 +321,17 @@ def test_claims_end_a_line_at_plain_text_but_not_at_a_continuation():
     # a line that may open a traceback needs a start after it
     df = fastpath.split_lines("[2026-02-23 10:15:02] Exception in run_tp_server:\nplain text\n", 1)
     assert fastpath.claims(df).to_list()[0] is False
+
+
+def test_whole_line_shapes_take_the_trailing_comma_of_0_4_9_to_0_5_8():
+    """0.4.9-0.5.8 end batch lines with ', ': the whole-line path takes them too, reading the same values."""
+    old = "[2025-08-27 10:16:52] Decode batch. #running-req: {r}, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0, "
+    text = "\n".join(old.format(r=r) for r in range(1, 201)) + "\n"
+    df = fastpath.split_lines(text, 1)
+    book = fastpath.ShapeBook()
+    learned = fastpath.read_chunk(df, book, False).batches
+    frames, rest, _ = fastpath.read_lit(df, book, False)
+    assert sum(f.height for f in frames) == 199 and rest.height == 1  # (the last line of a chunk is never claimed)
+    got = frames[0]
+    assert got.get_column("running_req").to_list() == list(range(1, 200))
+    assert got.select(learned.columns).equals(learned.head(199))

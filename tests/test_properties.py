@@ -100,6 +100,7 @@ def test_arbitrary_bytes_never_raise(tmp_path_factory, data):
 PLAIN = [
     "[2026-02-23 10:16:52 TP0] Decode batch, #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0",
     "[2026-02-23 10:16:52 TP1] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False",
+    "[2025-08-27 10:16:52] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0, ",
     '[2026-02-23 10:16:53] INFO:     127.0.0.1:57114 - "GET /health HTTP/1.1" 200 OK',
     "[2026-02-23 10:16:53 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1234s | # Objects: gen0=5, gen1=0, gen2=123456 | This may cause latency jitter.",
 ]
