@@ -509,9 +509,8 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
     keys = [k for k, _v in pairs]
     if any(", " in k or ": " in k or not k for k in keys):
         return None
-    ranks = grammar.terminal_pattern("ENV_RANKS").replace(r"\d", "[0-9]")  # ASCII only: byte offsets = char offsets
     values = [f"{grammar.escape(k)}: (?:{vc})" for (k, _v), vc in zip(pairs, vclasses)]
-    regex = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:" + ranks + r")?\] " + grammar.escape(head) + ", ".join(values) + "(?:, )?$"
+    regex = _std_envelope() + grammar.escape(head) + ", ".join(values) + "(?:, )?$"
     return LitPlan(regex, head, keys, 1 if commas else 0, dict(head_fields))
 
 
@@ -546,23 +545,28 @@ def _py_cast(text: str, dtype) -> Any:
 _NEEDLES = {"decode_batch": "Decode batch", "prefill_batch": "Prefill batch"}
 
 
-def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[pl.DataFrame], pl.DataFrame, list[tuple[Shape, int]]]:
-    """Lines (line, raw) of a chunk -> (frames of the lines whole-line shapes take, the other lines with
-    their ``_claim`` worked out, samples).  See ``LitPlan``."""
-    shapes = [sh for k in BATCH_KINDS for sh in book.shapes.get(k, []) if sh.lit is not None]
+def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[pl.DataFrame], list[pl.DataFrame], pl.DataFrame, list[tuple[Shape | None, int]]]:
+    """Lines (line, raw) of a chunk -> (batch frames and access frames of the lines whole-line
+    shapes take, the other lines with their ``_claim`` worked out, samples).  See ``LitPlan``;
+    plain access lines have one whole-line shape of their own (``_access_lit_regex``)."""
+    shapes: list[Shape | None] = [sh for k in BATCH_KINDS for sh in book.shapes.get(k, []) if sh.lit is not None]
+    access_re = _access_lit_regex() if book.access_ok else None
+    if access_re is not None and shapes:  # (once a chunk has been read: the first chunk checks the access reading)
+        shapes.append(None)
     if not shapes or not df.height:
-        return [], df, []
+        return [], [], df, []
     raw = df.get_column("raw")
-    hits = [raw.str.contains(sh.lit.regex) for sh in shapes]
+    hits = [raw.str.contains(access_re if sh is None else sh.lit.regex) for sh in shapes]
     anyhit = hits[0]
     for h in hits[1:]:
         anyhit = anyhit | h
     if not anyhit.any():
-        return [], df, []
+        return [], [], df, []
     claim = claims(df, anyhit)
     df = df.with_columns(claim)
     frames: list[pl.DataFrame] = []
-    samples: list[tuple[Shape, int]] = []
+    access: list[pl.DataFrame] = []
+    samples: list[tuple[Shape | None, int]] = []
     taken = None
     for sh, h in zip(shapes, hits):
         mine = h & claim
@@ -570,17 +574,74 @@ def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[p
             mine = mine & ~taken  # (shapes' lines do not overlap; first one wins regardless)
         if not mine.any():
             continue
-        frame, ok = _lit_frame(df.filter(mine), sh, keep_text)
+        if sh is None:
+            frame, ok = _access_lit_frame(df.filter(mine), keep_text), None
+        else:
+            frame, ok = _lit_frame(df.filter(mine), sh, keep_text)
         if ok is not None:  # some lines have a value the capture-group reading must judge
             mine = mine.clone().scatter(mine.arg_true().filter(~ok), False)
             frame = frame.filter(ok)
         if frame.height:
-            frames.append(frame)
+            (access if sh is None else frames).append(frame)
             samples.append((sh, frame.get_column("line")[-1]))
         taken = mine if taken is None else (taken | mine)
     if taken is None:
-        return [], df, []
-    return frames, df.filter(~taken), samples
+        return [], [], df, []
+    return frames, access, df.filter(~taken), samples
+
+
+_STD_ENV = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:RANKS)?\] "
+
+
+def _std_envelope() -> str:
+    """The usual envelope, ASCII only (byte offsets = char offsets up to its ``] ``)."""
+    return _STD_ENV.replace("RANKS", grammar.terminal_pattern("ENV_RANKS").replace(r"\d", "[0-9]"))
+
+
+@functools.cache
+def _access_lit_regex() -> str | None:
+    """A plain access line, without capture groups: the usual envelope, the uvicorn level and
+    spaces, the client, the request (its path without spaces or quotes), status and phrase.
+    A subset of the grammar's ``http_access``; None if that rule no longer has the known form."""
+    try:
+        level = grammar.terminal_pattern("UVICORN_LEVEL")
+        client = grammar.terminal_pattern("CLIENT_SEP")
+    except KeyError:
+        return None
+    name = client[: -len(' - "')]
+    if not level.endswith(r":\s+") or not client.endswith(' - "') or " " in name or not name.endswith("*"):
+        return None
+    # a client of at least one character: lark's level takes all the spaces, so with none the
+    # line is no access line for lark (a regex would backtrack one space into ' - "')
+    return _std_envelope() + level[: -len(r"\s+")] + " +" + name[:-1] + '+ - "' + r'[A-Z]+ [^\s"]+ HTTP/[0-9.]+" [0-9]{3}(?: [^\n]*)?$'
+
+
+def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
+    """Rows the access line shape matched -> a frame like ``_access_frame``'s: split at the
+    first two quotes (``[env] LEVEL:   client - `` / ``METHOD path HTTP/v`` / `` status phrase``)."""
+    raw = pl.col("raw")
+    parts = raw.str.splitn('"', 3)
+    req = parts.struct.field("field_1").str.split(" ")
+    tail = parts.struct.field("field_2")
+    pos = raw.str.find("] ", literal=True)
+    cols = [
+        pl.col("line"),
+        pl.lit("http_access").alias("kind"),
+        _std_ts(raw.str.slice(1, 19)),
+        pl.lit(True).alias("ts_has_date"),
+        raw.str.slice(20, pos - 20).alias("_ranks"),
+        parts.struct.field("field_0").str.split(" ").list.get(-3).alias("client"),
+        req.list.get(0).alias("method"),
+        req.list.get(1).alias("path"),
+        req.list.get(2).str.slice(5).alias("http_version"),
+        tail.str.slice(1, 3).cast(pl.Int64).alias("status"),
+        tail.str.slice(4).str.strip_chars().alias("phrase"),
+    ]
+    if keep_text:
+        cols.append(raw.alias("text"))
+    out = _with_ranks(rows.select(cols))
+    lead = ["line", "kind", "ts", "ts_has_date", "rank", *RANK_AXES, "client", "method", "path", "http_version", "status", "phrase"]
+    return out.select(*lead, *(["text"] if keep_text else []))
 
 
 def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.DataFrame, pl.Series | None]:
@@ -907,7 +968,8 @@ def read_access(rows: pl.DataFrame, keep_text: bool) -> tuple[pl.DataFrame, pl.D
     """Claimed access rows (line, raw) -> (typed frame, rows left for lark)."""
     ext = _access_envelope(rows)
     ext = ext.with_columns(pl.col("msg").str.extract_groups("^" + _patterns()["access"]).alias("_m")).unnest("_m")
-    hit = ext.get_column("http_status").is_not_null()
+    # (an empty client: lark's level takes all the spaces and reads no access line there)
+    hit = (ext.get_column("http_status").is_not_null() & (ext.get_column("client_sep") != ' - "')).fill_null(False)
     if not hit.any():
         return pl.DataFrame(), rows
     if hit.all():
@@ -971,7 +1033,7 @@ class ChunkResult:
 def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:
     """frame(line, raw) -> the vectorised reading of one chunk."""
     samples: list[tuple[Shape | None, int]] = []
-    batch_frames, df, smp = read_lit(df, book, keep_text)
+    batch_frames, access_frames, df, smp = read_lit(df, book, keep_text)
     samples += smp
     df = route(df)
     parts = {k[0]: v.drop("route") for k, v in df.partition_by("route", as_dict=True, maintain_order=True).items()}
@@ -1007,16 +1069,17 @@ def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResul
             event_frames.append(frame)
         slow_parts.append(rest)
         samples += smp
-    access = pl.DataFrame()
     rows = parts.get(ACCESS)
     if rows is not None:
         if book.access_ok:
-            access, rest = read_access(rows, keep_text)
+            frame, rest = read_access(rows, keep_text)
             slow_parts.append(rest)
-            if access.height:
-                samples.append((None, access.get_column("line")[-1]))
+            if frame.height:
+                access_frames.append(frame)
+                samples.append((None, frame.get_column("line")[-1]))
         else:
             slow_parts.append(rows)
+    access = _concat_sorted([f for f in access_frames if f.height])
     events = _concat_sorted(event_frames)
     slow_parts = [p for p in slow_parts if p.height]
     slow = pl.concat(slow_parts).sort("line") if len(slow_parts) > 1 else (slow_parts[0] if slow_parts else empty)

@@ -57,6 +57,12 @@ ODD = [
     '[2026-02-23 10:15:02] INFO:     10.0.0.7:40312 - "POST /v1/chat/completions HTTP/1.1" 200 ',
     '[2026-02-23 10:15:02.120] INFO:     10.0.0.7:40312 - "POST /generate?x=1 HTTP/1.1" 400 Bad Request',
     '[2026-02-23 10:15:02 TP1] INFO:     10.0.0.7:40312 - "GET /metrics HTTP/1.1" 200 OK',
+    '[2026-02-23 10:15:02] INFO:     10.0.0.7:40312 - "GET /a"b HTTP/1.1" 200 OK',
+    '[2026-02-23 10:15:02] INFO:\t10.0.0.7:40312 - "GET /health HTTP/1.1" 200 OK',
+    '[2026-02-23 10:15:02] INFO:     10.0.0.7:40312 - "GET /health HTTP/1.1" 404 Not "Found"',
+    '[2026-02-23 10:15:02] INFO:     - "GET /health HTTP/1.1" 200 OK',
+    '[2026-02-23 10:15:02] INFO:     10.0.0.7:40312 - "GET /health HTTP/1.1" 2000 OK',
+    '[2026-02-23 10:15:02] WARNING:  10.0.0.7:40312 - "GET /h\u00e9alth HTTP/2" 503',
     "[2026-02-23 23:59:60 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
     "[2026-02-30 10:00:00 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP2] Decode out of memory happened. #retracted_reqs: 3, #new_token_ratio: 0.4200 -> 0.5567",
@@ -280,7 +286,7 @@ def test_a_truncated_gzip_is_one_input_error(tmp_path, odd_path):
             parse_file(str(gz), chunk_bytes=8 << 10, threads=threads)
 
 
-def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture_groups(odd_path):
+def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture_groups(odd_path, monkeypatch):
     """After one chunk has taught the book its shapes, the whole-line path (no capture groups) takes
     the plain decode/prefill lines; its frame equals the capture-group reading of the same chunk."""
     df = fastpath.split_lines(odd_path.read_bytes(), 1)
@@ -288,10 +294,11 @@ def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture
     fastpath.read_chunk(df, book, False)  # learn the shapes
     plans = [sh for k in fastpath.BATCH_KINDS for sh in book.shapes[k] if sh.lit is not None]
     assert {sh.kind for sh in plans} == {"decode_batch", "prefill_batch"}
-    frames, rest, samples = fastpath.read_lit(df, book, False)
+    frames, access, rest, samples = fastpath.read_lit(df, book, False)
     taken = sum(f.height for f in frames)
-    assert taken > 1000 and len(samples) == len(frames)
-    assert rest.height == df.height - taken
+    taken_access = sum(f.height for f in access)
+    assert taken > 1000 and taken_access > 100 and len(samples) == len(frames) + len(access)
+    assert rest.height == df.height - taken - taken_access
     # odd lines of the same shapes stay for the capture-group reading or lark
     lines = set(pl.concat([f.select("line") for f in frames]).get_column("line").to_list())
     raw = dict(zip(df.get_column("line").to_list(), df.get_column("raw").to_list()))
@@ -300,12 +307,14 @@ def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture
     assert len(must_not) == 5
     assert not {n for n in lines if raw[n] in must_not}
     assert any(raw[n] == ODD[ODD.index(must_not[0]) - 1] for n in lines)  # DP1 TP3 EP3 is plain
-    with_lit = fastpath.read_chunk(df, book, False).batches
+    with_lit = fastpath.read_chunk(df, book, False)
     for sh in plans:
         sh.lit = None
-    without = fastpath.read_chunk(df, book, False).batches
-    assert sorted(with_lit.columns) == sorted(without.columns)  # (frames stack diagonally: order may differ)
-    assert with_lit.select(sorted(with_lit.columns)).equals(without.select(sorted(with_lit.columns)))
+    monkeypatch.setattr(fastpath, "_access_lit_regex", lambda: None)
+    without = fastpath.read_chunk(df, book, False)
+    for a, b in ((with_lit.batches, without.batches), (with_lit.access, without.access)):
+        assert sorted(a.columns) == sorted(b.columns)  # (frames stack diagonally: order may differ)
+        assert a.select(sorted(a.columns)).equals(b.select(sorted(a.columns)))
 
 
 def test_claims_end_a_line_at_plain_text_but_not_at_a_continuation():
@@ -330,7 +339,7 @@ def test_whole_line_shapes_take_the_trailing_comma_of_0_4_9_to_0_5_8():
     df = fastpath.split_lines(text, 1)
     book = fastpath.ShapeBook()
     learned = fastpath.read_chunk(df, book, False).batches
-    frames, rest, _ = fastpath.read_lit(df, book, False)
+    frames, _access, rest, _ = fastpath.read_lit(df, book, False)
     assert sum(f.height for f in frames) == 199 and rest.height == 1  # (the last line of a chunk is never claimed)
     got = frames[0]
     assert got.get_column("running_req").to_list() == list(range(1, 200))
