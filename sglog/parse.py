@@ -507,24 +507,33 @@ def _row_event(row: dict[str, Any], file: str, rp: RecordParser) -> Event:
 
 
 def _frame_events(log: ParsedLog, frame: pl.DataFrame, rp: RecordParser) -> None:
-    """Rows of the non-hot families (retractions ...) -> Event objects."""
-    cols = [c for c in frame.columns if c not in _FRAME_ENVELOPE]
-    values = [frame.get_column(c).to_list() for c in cols]
+    """Rows of the non-hot families (retractions ...) -> Event objects (appended; sorted by line later).
+
+    Kind by kind: a kind's columns that are never null make its fields dict without a test per
+    value, and the event class is called once looked up, with positional arguments.
+    """
+    from sglog.events import KIND_CLASSES
+
     file = log.path
     kinds = log.kinds
     append = log.events.append
-    for kind, line, ts, has_date, rank, text, *vals in zip(
-        frame.get_column("kind").to_list(),
-        frame.get_column("line").to_list(),
-        frame.get_column("ts").to_list(),
-        frame.get_column("ts_has_date").to_list(),
-        frame.get_column("rank").to_list(),
-        frame.get_column("text").to_list(),
-        *values,
-    ):
-        fields = {c: v for c, v in zip(cols, vals) if v is not None}
-        append(make(kind, file=file, line=line, end_line=line, ts=ts, ts_has_date=has_date, rank=rp.rank(rank), text=text, fields=fields))
-        kinds[kind] += 1
+    rank_of = rp.rank
+    for (kind,), part in frame.partition_by("kind", as_dict=True, maintain_order=True).items():
+        counts = part.null_count().row(0, named=True)
+        cols = [c for c in part.columns if c not in _FRAME_ENVELOPE and counts[c] < part.height]
+        full = all(counts[c] == 0 for c in cols)
+        cls = KIND_CLASSES[kind]
+        for line, ts, has_date, rank, text, *vals in zip(
+            part.get_column("line").to_list(),
+            part.get_column("ts").to_list(),
+            part.get_column("ts_has_date").to_list(),
+            part.get_column("rank").to_list(),
+            part.get_column("text").to_list(),
+            *[part.get_column(c).to_list() for c in cols],
+        ):
+            fields = dict(zip(cols, vals)) if full else {c: v for c, v in zip(cols, vals) if v is not None}
+            append(cls(file, line, line, ts, has_date, rank_of(rank), text, fields))
+        kinds[kind] += part.height
 
 
 def _hot_frame(events: list[Event], keep_text: bool) -> pl.DataFrame:
