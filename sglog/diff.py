@@ -625,15 +625,12 @@ def cuda_graph_section(a: Run, b: Run) -> dict[str, Any]:
 
 
 def _steady(run: Run):
-    import polars as pl
-
     from sglog import timeline
 
     d = timeline.decode_frame(run)
     if d.height == 0 or "gen_throughput" not in d.columns:
         return None
-    s = d.filter(pl.col("steady"))
-    return s if s.height else d
+    return timeline.steady_rows(run)
 
 
 def _per_request_median(run: Run) -> float | None:

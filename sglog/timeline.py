@@ -58,21 +58,41 @@ def decode_stats(run, values: bool = False) -> dict[str, Any]:
     memo = getattr(run, "memo", None)
     out = dict(memo("decode_stats", _decode_stats) if memo else _decode_stats(run))
     if values and out:
-        out["values"] = _steady_rows(run).get_column("gen_throughput").drop_nulls().to_list()
+        out["values"] = steady_rows(run).get_column("gen_throughput").drop_nulls().to_list()
     return out
+
+
+def steady_rows(run) -> pl.DataFrame:
+    """The run's steady-state decode rows (all decode rows when none is steady); once per run."""
+    memo = getattr(run, "memo", None)
+    return memo("steady", _steady_rows) if memo else _steady_rows(run)
 
 
 def _steady_rows(run) -> pl.DataFrame:
     d = decode_frame(run)
-    s = d.filter(pl.col("steady"))
-    return s if s.height else d
+    if d.height == 0:
+        return d
+    s = rows_where(d, d.get_column("steady"))
+    return d if s is None else s
+
+
+def rows_where(frame: pl.DataFrame, mask: pl.Series) -> pl.DataFrame | None:
+    """``frame.filter(mask)`` (None when no row is left), as a zero-copy slice when the rows are
+    one contiguous block (steady state usually is: millions of rows, #7)."""
+    idx = mask.fill_null(False).arg_true()
+    if idx.len() == 0:
+        return None
+    first, last = idx[0], idx[-1]
+    if last - first + 1 == idx.len():
+        return frame.slice(first, idx.len())
+    return frame.filter(mask)
 
 
 def _decode_stats(run) -> dict[str, Any]:
     d = decode_frame(run)
     if d.height == 0 or "gen_throughput" not in d.columns:
         return {}
-    s = _steady_rows(run)
+    s = steady_rows(run)
     t = s.get_column("gen_throughput").drop_nulls()
     out: dict[str, Any] = {
         "n": t.len(),

@@ -406,15 +406,9 @@ def decode_rows(run) -> pl.DataFrame:
 
 def steady(run) -> pl.DataFrame:
     """Steady-state decode rows (all decode rows when none is steady); once per run."""
-    return run.memo("steady", _steady)
+    from sglog import timeline
 
-
-def _steady(run) -> pl.DataFrame:
-    d = decode_rows(run)
-    if d.height == 0:
-        return d
-    s = rows_where(d, d.get_column("steady"))
-    return d if s is None else s
+    return timeline.steady_rows(run)
 
 
 def present(frame: pl.DataFrame, *cols: str) -> pl.DataFrame:
@@ -423,18 +417,6 @@ def present(frame: pl.DataFrame, *cols: str) -> pl.DataFrame:
     if not any(frame.get_column(c).null_count() for c in cols):
         return frame
     return frame.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in cols]))
-
-
-def rows_where(frame: pl.DataFrame, mask: pl.Series) -> pl.DataFrame | None:
-    """``frame.filter(mask)`` (None when no row is left), as a zero-copy slice when the rows are
-    one contiguous block (steady state usually is: millions of rows, #7)."""
-    idx = mask.fill_null(False).arg_true()
-    if idx.len() == 0:
-        return None
-    first, last = idx[0], idx[-1]
-    if last - first + 1 == idx.len():
-        return frame.slice(first, idx.len())
-    return frame.filter(mask)
 
 
 def col(frame: pl.DataFrame, name: str) -> pl.Series | None:
