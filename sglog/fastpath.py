@@ -50,7 +50,7 @@ from typing import Any
 
 import polars as pl
 
-from sglog import grammar, messages, schema
+from sglog import grammar, messages, records, schema
 from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
 
 BATCH_KINDS = ("decode_batch", "prefill_batch")
@@ -134,15 +134,8 @@ def _patterns() -> dict[str, str]:
         # where records.clean may cut a glued progress bar off: before a log head that
         # follows ']', '|', '%' or '.' (a superset, without look-behind)
         "glued": r"[\]|%.] ?[\[(/]",
-        "continues": records_cont_pattern(),
+        "continues": records._CONT_SGLANG.pattern,  # the record layer's test for a line continuing a record
     }
-
-
-def records_cont_pattern() -> str:
-    """The record layer's test for a line that continues an SGLang record (records._CONT_SGLANG)."""
-    from sglog import records
-
-    return records._CONT_SGLANG.pattern
 
 
 _STD_TS = r"^\d{4}-\d\d-\d\d [0-2]\d:[0-5]\d:[0-5]\d(?: |$)"  # the usual 'YYYY-MM-DD HH:MM:SS', no ms
@@ -373,7 +366,6 @@ class LitPlan:
     head: str  # the literal head text
     keys: list[str]  # key texts, one per value (the part is f"{key}: {value}")
     head_commas: int  # 1 if the head ends with ", " (it is a part of its own), else 0
-    head_fields: dict[str, Any] = field(default_factory=dict)
 
 
 class ShapeBook:
@@ -495,14 +487,14 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     mine.update(const)
     if not same_values(mine, fields):
         return None
-    shape.lit = _lit_plan(kind, head, pairs, vclasses, head_fields)
+    shape.lit = _lit_plan(kind, head, pairs, vclasses)
     return shape
 
 
-def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str], head_fields: dict[str, Any]) -> LitPlan | None:
+def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str]) -> LitPlan | None:
     """The whole-line reading of a batch shape, when its head and keys allow splitting at ', '."""
-    if kind not in BATCH_KINDS or None in vclasses or head_fields or re.search(r"[0-9]", head):
-        return None  # (a digit in the head varies per line; an 'a -> b' value is two groups)
+    if kind not in BATCH_KINDS or None in vclasses or re.search(r"[0-9]", head):
+        return None  # (a digit in the head varies per line, and so do the head's fields; an 'a -> b' value is two groups)
     commas = head.count(", ")
     if "] " in head or ": " in head or (commas and not (commas == 1 and head.endswith(", "))):
         return None
@@ -511,7 +503,7 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
         return None
     values = [f"{grammar.escape(k)}: (?:{vc})" for (k, _v), vc in zip(pairs, vclasses)]
     regex = _std_envelope() + grammar.escape(head) + ", ".join(values) + "(?:, )?$"
-    return LitPlan(regex, head, keys, 1 if commas else 0, dict(head_fields))
+    return LitPlan(regex, head, keys, 1 if commas else 0)
 
 
 def _value_class(conv, value: str) -> tuple[str, Any] | None:
@@ -616,6 +608,23 @@ def _access_lit_regex() -> str | None:
     return _std_envelope() + level[: -len(r"\s+")] + " +" + name[:-1] + '+ - "' + r'[A-Z]+ [^\s"]+ HTTP/[0-9.]+" [0-9]{3}(?: [^\n]*)?$'
 
 
+_LEAD = ["line", "kind", "ts", "ts_has_date", "rank", *RANK_AXES]  # the envelope columns of a frame, in order
+ACCESS_FIELDS = ["client", "method", "path", "http_version", "status", "phrase"]
+
+
+def _lit_envelope(kind: str, pos: pl.Expr) -> list[pl.Expr]:
+    """line, kind, ts, date flag and the rank tags (``_ranks``, for ``_with_ranks``) of lines that
+    start with the usual envelope; ``pos``: where its ``] `` is."""
+    raw = pl.col("raw")
+    return [
+        pl.col("line"),
+        pl.lit(kind).alias("kind"),
+        _std_ts(raw.str.slice(1, 19)),
+        pl.lit(True).alias("ts_has_date"),
+        raw.str.slice(20, pos - 20).alias("_ranks"),
+    ]
+
+
 def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     """Rows the access line shape matched -> a frame like ``_access_frame``'s: split at the
     first two quotes (``[env] LEVEL:   client - `` / ``METHOD path HTTP/v`` / `` status phrase``)."""
@@ -623,13 +632,8 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     parts = raw.str.splitn('"', 3)
     req = parts.struct.field("field_1").str.split(" ")
     tail = parts.struct.field("field_2")
-    pos = raw.str.find("] ", literal=True)
     cols = [
-        pl.col("line"),
-        pl.lit("http_access").alias("kind"),
-        _std_ts(raw.str.slice(1, 19)),
-        pl.lit(True).alias("ts_has_date"),
-        raw.str.slice(20, pos - 20).alias("_ranks"),
+        *_lit_envelope("http_access", raw.str.find("] ", literal=True)),
         parts.struct.field("field_0").str.split(" ").list.get(-3).alias("client"),
         req.list.get(0).alias("method"),
         req.list.get(1).alias("path"),
@@ -639,9 +643,7 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     ]
     if keep_text:
         cols.append(raw.alias("text"))
-    out = _with_ranks(rows.select(cols))
-    lead = ["line", "kind", "ts", "ts_has_date", "rank", *RANK_AXES, "client", "method", "path", "http_version", "status", "phrase"]
-    return out.select(*lead, *(["text"] if keep_text else []))
+    return _with_ranks(rows.select(cols)).select(*_LEAD, *ACCESS_FIELDS, *(["text"] if keep_text else []))
 
 
 def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.DataFrame, pl.Series | None]:
@@ -670,13 +672,7 @@ def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.Da
     for k, val in shape.const.items():
         values[k] = pl.lit(val).alias(k)
     order = {k: i for i, k in enumerate(shape.order)}
-    env = [
-        pl.col("line"),
-        pl.lit(shape.kind).alias("kind"),
-        _std_ts(raw.str.slice(1, 19)),
-        pl.lit(True).alias("ts_has_date"),
-        raw.str.slice(20, pos - 20).alias("_ranks"),
-    ]
+    env = _lit_envelope(shape.kind, pos)
     if keep_text:
         env.append(raw.alias("text"))
     out = rows.select(*env, *[values[k] for k in sorted(values, key=lambda k: order.get(k, len(order)))], *([pl.any_horizontal(too_long).alias("_long")] if too_long else []))
@@ -686,7 +682,7 @@ def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.Da
     if too_long:
         out = out.drop("_long")
     out = _with_ranks(out)
-    lead = ["line", "kind", "ts", "ts_has_date", "rank", *RANK_AXES] + (["text"] if keep_text else [])
+    lead = _LEAD + (["text"] if keep_text else [])
     return out.select(*lead, *[c for c in out.columns if c not in lead]), ok
 
 
@@ -994,7 +990,7 @@ def _access_frame(ok: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     ]
     if keep_text:
         cols.append(pl.col("raw").alias("text"))
-    return ok.select(cols)
+    return ok.select(cols)  # (columns: _LEAD, ACCESS_FIELDS, text)
 
 
 def _access_envelope(rows: pl.DataFrame) -> pl.DataFrame:

@@ -38,10 +38,15 @@ def steady_mask(decode: pl.DataFrame) -> pl.Series:
     return ((idx >= start) & (running > 0)).alias("steady")
 
 
+def _once(run, key: str, compute):
+    """``compute(run)``, once per run (``Run.memo``; computed each time for run-like objects without it)."""
+    memo = getattr(run, "memo", None)
+    return memo(key, compute) if memo else compute(run)
+
+
 def decode_frame(run) -> pl.DataFrame:
     """The run's decode rows (in time order across files) with a ``steady`` column."""
-    memo = getattr(run, "memo", None)
-    return memo("decode_frame", _decode_frame) if memo else _decode_frame(run)
+    return _once(run, "decode_frame", _decode_frame)
 
 
 def _decode_frame(run) -> pl.DataFrame:
@@ -55,8 +60,7 @@ def _decode_frame(run) -> pl.DataFrame:
 def decode_stats(run, values: bool = False) -> dict[str, Any]:
     """Steady-state decode throughput distribution and friends (once per run).  ``values``: also the
     steady throughputs themselves, as a list (for significance tests; millions in a long run)."""
-    memo = getattr(run, "memo", None)
-    out = dict(memo("decode_stats", _decode_stats) if memo else _decode_stats(run))
+    out = dict(_once(run, "decode_stats", _decode_stats))
     if values and out:
         out["values"] = steady_rows(run).get_column("gen_throughput").drop_nulls().to_list()
     return out
@@ -64,8 +68,7 @@ def decode_stats(run, values: bool = False) -> dict[str, Any]:
 
 def steady_rows(run) -> pl.DataFrame:
     """The run's steady-state decode rows (all decode rows when none is steady); once per run."""
-    memo = getattr(run, "memo", None)
-    return memo("steady", _steady_rows) if memo else _steady_rows(run)
+    return _once(run, "steady", _steady_rows)
 
 
 def _steady_rows(run) -> pl.DataFrame:
