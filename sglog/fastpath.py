@@ -570,9 +570,8 @@ def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[p
             frame, ok = _access_lit_frame(df.filter(mine), keep_text), None
         else:
             frame, ok = _lit_frame(df.filter(mine), sh, keep_text)
-        if ok is not None:  # some lines have a value the capture-group reading must judge
+        if ok is not None:  # some lines have a value the capture-group reading must judge (frame: without them)
             mine = mine.clone().scatter(mine.arg_true().filter(~ok), False)
-            frame = frame.filter(ok)
         if frame.height:
             (access if sh is None else frames).append(frame)
             samples.append((sh, frame.get_column("line")[-1]))
@@ -647,40 +646,49 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
 
 
 def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.DataFrame, pl.Series | None]:
-    """Rows a whole-line shape matched -> (typed frame like _apply_shapes', rows whose ints fit Int64 or None if all)."""
+    """Rows a whole-line shape matched -> (typed frame like _apply_shapes', rows whose ints fit Int64 or None if all).
+
+    The line is split once into a struct of its ``", "`` parts (``split_exact``: no list column
+    to index); an int too long for Int64 (Python's int has no limit) casts to null, and only
+    then are the rows told apart (the regex allows nothing else a cast could refuse).
+    """
     plan = shape.lit
     assert plan is not None
     raw = pl.col("raw")
+    parts = raw.str.split_exact(", ", len(plan.keys) + plan.head_commas - 1)
+    if plan.head_commas:  # '[env] HEAD' is part 0: its '] ' sits before the head (the envelope is ASCII)
+        pos = parts.struct.field("field_0").str.len_bytes() - (len(plan.head[:-2].encode()) + 2)
+    else:
+        pos = raw.str.find("] ", literal=True)
+    rows = rows.with_columns(pos.alias("_pos"), parts.alias("_parts"))
+    part = pl.col("_parts").struct.field
     pos = pl.col("_pos")
-    rows = rows.with_columns(raw.str.find("] ", literal=True).alias("_pos"), raw.str.split(", ").alias("_parts"))
-    parts = pl.col("_parts")
     values: dict[str, pl.Expr] = {}
-    too_long: list[pl.Expr] = []
+    ints: list[str] = []
     for i, (key, name, dt) in enumerate(zip(plan.keys, shape.names, shape.dtypes)):
         if not name:
             continue  # a later key of the same name wins
         if i == 0 and not plan.head_commas:  # '[env] HEADkey: value'
-            v = parts.list.get(0).str.slice(pos + (2 + len(plan.head) + len(key) + 2))
+            v = part("field_0").str.slice(pos + (2 + len(plan.head) + len(key) + 2))
         else:
-            v = parts.list.get(i + plan.head_commas).str.slice(len(key) + 2)
+            v = part(f"field_{i + plan.head_commas}").str.slice(len(key) + 2)
         if dt == pl.Boolean:
             values[name] = (v == "True").alias(name)
         else:
             values[name] = v.cast(dt, strict=False).alias(name)
-            if dt == pl.Int64:  # too long for Int64 (Python's int has no limit): not read here
-                too_long.append(v.str.len_bytes() > 18)
+            if dt == pl.Int64:
+                ints.append(name)
     for k, val in shape.const.items():
         values[k] = pl.lit(val).alias(k)
     order = {k: i for i, k in enumerate(shape.order)}
     env = _lit_envelope(shape.kind, pos)
     if keep_text:
         env.append(raw.alias("text"))
-    out = rows.select(*env, *[values[k] for k in sorted(values, key=lambda k: order.get(k, len(order)))], *([pl.any_horizontal(too_long).alias("_long")] if too_long else []))
+    out = rows.select(*env, *[values[k] for k in sorted(values, key=lambda k: order.get(k, len(order)))])
     ok = None
-    if too_long and out.get_column("_long").any():
-        ok = ~out.get_column("_long")
-    if too_long:
-        out = out.drop("_long")
+    if any(out.get_column(c).null_count() for c in ints):
+        ok = pl.select(pl.all_horizontal([out.get_column(c).is_not_null() for c in ints])).to_series()
+        out = out.filter(ok)
     out = _with_ranks(out)
     lead = _LEAD + (["text"] if keep_text else [])
     return out.select(*lead, *[c for c in out.columns if c not in lead]), ok
@@ -757,8 +765,8 @@ def _apply_shapes(todo: pl.DataFrame, shapes: list[Shape], keep_text: bool) -> t
                 exprs.append((v == "True").alias(f"{j}:{name}"))
             else:
                 exprs.append(v.cast(dt, strict=False).alias(f"{j}:{name}"))
-                if dt == pl.Int64:  # too long for Int64 (Python's int has no limit): leave to lark
-                    hit = hit & (v.str.len_bytes() <= 18)
+                if dt == pl.Int64:  # too long for Int64 (Python's int has no limit; the cast gives null): leave to lark
+                    hit = hit & v.cast(dt, strict=False).is_not_null()
         parts.append(groups.select(hit.fill_null(False).alias(f"{j}:_hit"), pl.col("head").alias(f"{j}:head"), *exprs))
         del groups
     wide = pl.concat(parts, how="horizontal") if len(parts) > 1 else parts[0]
@@ -936,8 +944,8 @@ def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | No
     for i, name, vclass, dt in shape.groups:
         v = pl.col("_g").struct.field(fields[i])
         ok = v.str.contains(f"^(?:{vclass})$")
-        if dt == pl.Int64:
-            ok = ok & (v.str.len_bytes() <= 18)
+        if dt == pl.Int64:  # (too long for Int64: null)
+            ok = ok & v.cast(dt, strict=False).is_not_null()
         hit = hit & ok.fill_null(False)
         casts.append((v == "True" if dt == pl.Boolean else v.cast(dt, strict=False)).alias(f"_t_{name}"))
     mask = ext.select(hit.fill_null(False)).to_series()

@@ -74,6 +74,7 @@ ODD = [
     "[2026-02-23 10:15:02 DP1 TP3 EP3] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP\uff13] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 1234567890123456789, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
+    "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 9223372036854775808, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: -5, #token: 123456789012345678, token usage: 1, accept len: 3, accept rate: 0.68, cuda graph: False, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0,",
     "[2026-02-23 10:15:02 TP3] Decode batch. #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
@@ -302,11 +303,13 @@ def test_whole_line_shapes_take_the_plain_batch_lines_and_read_them_like_capture
     # odd lines of the same shapes stay for the capture-group reading or lark
     lines = set(pl.concat([f.select("line") for f in frames]).get_column("line").to_list())
     raw = dict(zip(df.get_column("line").to_list(), df.get_column("raw").to_list()))
-    must_not = [o for o in ODD if "accept len: 3.03" in o and any(m in o for m in ("TP\uff13]", "1234567890123456789,", "#queue-req: 0,", "]  Decode"))]
+    # (2**63 - 1 < 9223372036854775808: too long for Int64; 1234567890123456789 fits and is taken)
+    must_not = [o for o in ODD if "accept len: 3.03" in o and any(m in o for m in ("TP\uff13]", "9223372036854775808,", "#queue-req: 0,", "]  Decode"))]
     must_not += [o for o in ODD if "Prefill batch" in o and "Traceback" in o]
     assert len(must_not) == 5
     assert not {n for n in lines if raw[n] in must_not}
     assert any(raw[n] == ODD[ODD.index(must_not[0]) - 1] for n in lines)  # DP1 TP3 EP3 is plain
+    assert any("#token: 1234567890123456789," in raw[n] for n in lines)
     with_lit = fastpath.read_chunk(df, book, False)
     for sh in plans:
         sh.lit = None
