@@ -116,7 +116,15 @@ def _csv_safe(chunk: bytes) -> bool:
     BOM and stops at its separator; NUL is avoided.)  Single-byte searches are memchr-fast."""
     if chunk.startswith(b"\xef\xbb\xbf") or b"\x00" in chunk or b"\x1f" in chunk:
         return False
-    return b"\r" not in chunk or (b"\r\n" not in chunk and not chunk.endswith(b"\r"))
+    # CR by CR (memchr) rather than a search for CRLF (a two-byte search: 10x slower on 32 MB);
+    # a CRLF file stops at its first CR
+    find = chunk.find
+    i = find(b"\r")
+    while i != -1:
+        if chunk[i + 1 : i + 2] in (b"\n", b""):
+            return False
+        i = find(b"\r", i + 1)
+    return True
 
 
 # ---------------------------------------------------------------- patterns derived from the grammar

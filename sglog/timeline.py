@@ -31,11 +31,26 @@ def steady_mask(decode: pl.DataFrame) -> pl.Series:
     ref = second.median() or 0.0
     start = 0
     if n >= 2 * WARMUP_MIN_ROWS and ref > 0:
-        fwd = tps.rolling_median(window_size=WARMUP_MIN_ROWS).shift(-(WARMUP_MIN_ROWS - 1))
-        hits = (fwd >= 0.9 * ref).arg_true()
-        start = int(hits[0]) if hits.len() else 0
+        start = _warmup_end(tps, 0.9 * ref)
     idx = pl.Series(range(n))
     return ((idx >= start) & (running > 0)).alias("steady")
+
+
+def _warmup_end(tps: pl.Series, level: float) -> int:
+    """The first row from which the median of the next ``WARMUP_MIN_ROWS`` rows reaches ``level``
+    (0 if none does).  Warm-up is short: the rolling median runs over growing prefixes (rows
+    whose window lies inside a prefix have their final value) until one finds it."""
+    n, w = tps.len(), WARMUP_MIN_ROWS
+    m = 4096
+    while True:
+        m = min(m, n)
+        fwd = tps.slice(0, m).rolling_median(window_size=w).shift(-(w - 1))
+        hits = (fwd >= level).arg_true()  # (rows whose window passes the prefix's end are null)
+        if hits.len():
+            return int(hits[0])
+        if m == n:
+            return 0
+        m *= 8
 
 
 def _once(run, key: str, compute):

@@ -193,6 +193,9 @@ def test_gzip_and_crlf_and_no_final_newline(tmp_path, reference, odd_path):
         b"nul \x00 here\nok\n",
         b"sep \x1f here\nok\n",
         b"ends with cr\r",
+        b"a\rb\r\nc\n",
+        b"\r\r\n",
+        b"cr \r then lf later\n\r",
         "unicode \u00e9\u4e2d\n".encode(),
     ],
 )

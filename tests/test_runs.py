@@ -193,6 +193,21 @@ def test_timeline_windows_on_a_real_log():
     assert dec.get_column("accept_len_mean").drop_nulls().len() > 0
 
 
+def test_warmup_end_over_growing_prefixes_equals_the_whole_rolling_median():
+    """steady_mask's warm-up end (first row whose next 10 rows' median reaches 90% of the
+    reference) is searched over growing prefixes; it equals the one-pass answer."""
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(200):
+        n = rnd.choice([20, 21, 4095, 4096, 4105, 40000])
+        cut = rnd.randint(0, n)
+        s = pl.Series([rnd.random() * 10 if i < cut else 100 + rnd.random() for i in range(n)])
+        level = rnd.choice([90.0, 50.0, 5.0, 1000.0])
+        hits = (s.rolling_median(window_size=10).shift(-9) >= level).arg_true()
+        assert timeline._warmup_end(s, level) == (int(hits[0]) if hits.len() else 0), (n, cut, level)
+
+
 def test_runs_and_timeline_commands(tmp_path):
     path = write(tmp_path, "x.log", startup("2026-02-23", 0, range(2)) + [decode("2026-02-23", 30 + i, 400 + i) for i in range(12)])
     r = CliRunner().invoke(app, ["runs", path, "--format", "json"])

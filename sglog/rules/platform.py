@@ -318,8 +318,11 @@ def _kv_failures(run) -> list:
     for e in run.events:
         if e.kind == "kv_transfer_failed":
             out.append(e)
-        elif e.kind not in ("http_access", "uvicorn_log") and facts.has_any(first_line(e.text).lower(), KV_TRANSFER_PATTERNS):
-            out.append(e)
+        elif e.kind not in ("http_access", "uvicorn_log") and e.text:
+            low = first_line(e.text).lower()
+            # (every pattern holds 'transfer' or 'fail': two scans in C spare most events the rest)
+            if ("transfer" in low or "fail" in low) and facts.has_any(low, KV_TRANSFER_PATTERNS):
+                out.append(e)
     return out
 
 
