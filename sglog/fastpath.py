@@ -43,7 +43,6 @@ Batch and access rows become polars frames; rows of the other families become
 from __future__ import annotations
 
 import functools
-import io
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,23 +68,28 @@ _BOOL = (r"True|False", pl.Boolean)
 # ---------------------------------------------------------------- lines
 
 
-def split_lines(chunk: bytes | str, first_line: int, n: int | None = None) -> pl.DataFrame:
-    """A chunk (ending on a line boundary) -> frame(line: Int64, raw: String).
+def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: int | None = None) -> pl.DataFrame:
+    """A chunk (``chunk[:end]``, ending on a line boundary) -> frame(line: Int64, raw: String).
 
     Lines are split on ``\\n`` only and keep everything else (``\\r``, NUL,
     ANSI codes); invalid UTF-8 becomes U+FFFD as with ``errors="replace"``.
+    Bytes after ``end`` (the start of the next chunk, see ``inputs.iter_raw_chunks``)
+    are not read.
     """
     if isinstance(chunk, str):
         chunk = chunk.encode("utf-8", errors="surrogatepass")
-    if not chunk:
+    if end is None:
+        end = len(chunk)
+    if not end:
         return pl.DataFrame({"line": pl.Series([], dtype=pl.Int64), "raw": pl.Series([], dtype=pl.String)})
     if n is None:
-        n = line_count(chunk)
+        n = line_count(chunk, end)
     raw = None
-    if n < len(chunk) and _csv_safe(chunk):
+    if n < end and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
         try:
             frame = pl.read_csv(
-                io.BytesIO(chunk),
+                chunk,
+                n_rows=n,  # (not the line after end)
                 has_header=False,
                 separator="\x1f",
                 quote_char=None,
@@ -100,15 +104,20 @@ def split_lines(chunk: bytes | str, first_line: int, n: int | None = None) -> pl
         except (pl.exceptions.PolarsError, UnicodeDecodeError):
             raw = None
     if raw is None:
-        text = chunk.decode("utf-8", errors="replace")
+        text = (chunk if end == len(chunk) else chunk[:end]).decode("utf-8", errors="replace")
         if text.endswith("\n"):
             text = text[:-1]
         raw = pl.Series("raw", text.split("\n"), dtype=pl.String)
     return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
 
 
-def line_count(chunk: bytes) -> int:
-    return chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+def line_count(chunk: bytes, end: int | None = None) -> int:
+    """Lines in ``chunk[:end]`` (a last one without newline counts)."""
+    if end is None:
+        end = len(chunk)
+    if not end:
+        return 0
+    return chunk.count(b"\n", 0, end) + (0 if chunk[end - 1] == 10 else 1)
 
 
 def _csv_safe(chunk: bytes) -> bool:

@@ -129,10 +129,24 @@ def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: i
     chunk (plus the carried partial line) is held at a time.  ``first_bytes``:
     a different size for the first read.
     """
+    for block, end in iter_raw_chunks(src, chunk_bytes, first_bytes):
+        yield block if end == len(block) else block[:end]
+
+
+def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
+    """``(block, end)``: the chunks of ``iter_byte_chunks`` as ``block[:end]``, without copying them.
+
+    A plain file is read block by block and, after a block's last newline,
+    read again from there (a seek back): the block goes out whole, the bytes
+    after ``end`` are the start of the next chunk's first line.  Only a line
+    longer than a block, and compressed input, join a carried partial line to
+    the next block (one copy).
+    """
     carry = b""
     size = first_bytes or chunk_bytes
     try:
         with _open_binary(src) as f:
+            seekable = src.compression == "none" and f.seekable()
             while True:
                 block = f.read(size)
                 size = chunk_bytes
@@ -142,14 +156,25 @@ def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: i
                 if cut < 0:
                     carry += block
                     continue
-                if cut == len(block) - 1 and not carry:
-                    yield block  # no copy
-                else:
+                if carry:
                     view = memoryview(block)
-                    chunk = carry + view[: cut + 1]  # one copy
-                    carry = bytes(view[cut + 1 :])
+                    if seekable and cut < len(block) - 1:
+                        f.seek(cut + 1 - len(block), os.SEEK_CUR)
+                        tail = b""
+                    else:
+                        tail = bytes(view[cut + 1 :])
+                    block = carry + view[: cut + 1]  # one copy
+                    carry = tail
                     del view
-                    yield chunk
+                    yield block, len(block)
+                elif cut == len(block) - 1:
+                    yield block, len(block)
+                elif seekable:
+                    f.seek(cut + 1 - len(block), os.SEEK_CUR)
+                    yield block, cut + 1
+                else:
+                    carry = block[cut + 1 :]
+                    yield block, cut + 1
                 del block
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
@@ -160,7 +185,7 @@ def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: i
             raise InputError(f"{src.name}: corrupt or truncated zstd file ({_short(e)})") from None
         raise
     if carry:
-        yield carry
+        yield carry, len(carry)
 
 
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:

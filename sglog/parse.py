@@ -31,7 +31,7 @@ import polars as pl
 
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import RANK_AXES, Event, Rank, make
-from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, open_source
+from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, open_source
 from sglog.records import Folder, Record
 
 _MEMO_MAX = 20000
@@ -375,14 +375,14 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
 
-    def work(chunk: bytes, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
-        df = fastpath.split_lines(chunk, first, n)
-        return _read_checked(df, chunk, book, keep_text, src.name), n
+    def work(chunk: bytes, end: int, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
+        df = fastpath.split_lines(chunk, first, n, end)
+        return _read_checked(df, book, keep_text, src.name), n
 
     if workers <= 1:
         first = 1
-        for chunk in iter_byte_chunks(src, size):
-            res = work(chunk, first, fastpath.line_count(chunk))
+        for chunk, end in iter_raw_chunks(src, size):
+            res = work(chunk, end, first, fastpath.line_count(chunk, end))
             first += res[1]
             yield res
         return
@@ -397,23 +397,25 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             try:
                 # a small first chunk, read alone, teaches the shape book the common line shapes
                 # before the workers start on full chunks (which then take the whole-line path)
-                chunks = iter_byte_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES))
+                # (the next chunk is read while the first one is worked on, and handed out when it is done)
+                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES))
                 lead = None
                 while True:
                     slots.acquire()
                     if stop.is_set():
                         return
-                    chunk = next(chunks, None)
+                    chunk, end = next(chunks, (None, 0))
                     if chunk is None:
                         break
-                    n = fastpath.line_count(chunk)
-                    job = pool.submit(work, chunk, first, n)
+                    n = fastpath.line_count(chunk, end)
+                    if lead is not None and not lead.done():
+                        concurrent.futures.wait([lead])
+                    job = pool.submit(work, chunk, end, first, n)
                     pending.put(job)
                     first += n
                     del chunk
                     if lead is None:
                         lead = job
-                        concurrent.futures.wait([lead])
                 pending.put(done)
             except BaseException as e:  # an unreadable input: raised in the caller
                 pending.put(e)
@@ -440,7 +442,7 @@ def _line_of(e: Event) -> int:
     return e.line
 
 
-def _read_checked(df: pl.DataFrame, chunk: bytes, book: fastpath.ShapeBook, keep_text: bool, file: str) -> fastpath.ChunkResult:
+def _read_checked(df: pl.DataFrame, book: fastpath.ShapeBook, keep_text: bool, file: str) -> fastpath.ChunkResult:
     """Read a chunk on the vectorised path; re-read one row per shape with lark and retire what differs."""
     for _attempt in range(8):
         res = fastpath.read_chunk(df, book, keep_text)

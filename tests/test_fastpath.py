@@ -146,6 +146,31 @@ def test_chunk_boundaries_change_nothing(odd_path, reference, chunk_bytes, threa
     assert_same(dicts(odd_path, chunk_bytes=chunk_bytes, threads=threads), reference)
 
 
+@pytest.mark.parametrize("compress", [None, "gzip"])
+def test_raw_chunks_are_the_file_cut_at_newlines(tmp_path, compress):
+    """``iter_raw_chunks`` hands out ``block[:end]`` chunks that end at a newline and add up to the
+    file (lines longer than a block, CRLF, no final newline); a plain file's blocks are not copied:
+    the bytes after ``end`` are read again as the next chunk's start (a seek back)."""
+    from sglog.inputs import iter_byte_chunks, iter_raw_chunks, open_source
+
+    lines = [b"x" * (i * 37 % 300) for i in range(400)] + [b"a\r", b"", b"y" * 5000, b"\xc3\xa9 caf\xc3\xa9"]
+    data = b"\n".join(lines) + b"\nno final newline"
+    path = tmp_path / ("x.log.gz" if compress else "x.log")
+    path.write_bytes(gzip.compress(data) if compress else data)
+    src = open_source(str(path))
+    for size in (64, 1000, 4096, 1 << 20):
+        chunks = list(iter_raw_chunks(src, size, first_bytes=100))
+        assert b"".join(b[:e] for b, e in chunks) == data
+        assert all(b[:e].endswith(b"\n") for b, e in chunks[:-1])
+        assert b"".join(iter_byte_chunks(src, size)) == data
+        if not compress and size < len(data):
+            assert any(e < len(b) for b, e in chunks)  # the seek-back path ran
+        for b, e in chunks:
+            want = b[:e].decode("utf-8", errors="replace")
+            want = (want[:-1] if want.endswith("\n") else want).split("\n")
+            assert fastpath.split_lines(b, 1, fastpath.line_count(b, e), e).get_column("raw").to_list() == want
+
+
 def test_every_line_in_exactly_one_event(odd_path):
     log = parse_file(str(odd_path))
     seen = []
