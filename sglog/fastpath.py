@@ -866,6 +866,7 @@ class TermShape:
     groups: list[tuple[int, str, str, Any]]  # (group index, field name, value class regex, dtype)
     const: dict[str, Any] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    literal: str | None = None  # the whole message, for a shape of one exact text (see literal_term_shape)
 
 
 def derive_term_shape(msg: str) -> TermShape | None:
@@ -875,7 +876,13 @@ def derive_term_shape(msg: str) -> TermShape | None:
         return None
     kind, fields = parsed
     cls = KIND_CLASSES.get(kind)
-    if cls is None or not getattr(cls, "TERMS", None) or any(isinstance(v, (list, dict)) for v in fields.values()):
+    if cls is None or any(isinstance(v, (list, dict)) for v in fields.values()):
+        return None
+    return _single_term_shape(msg, kind, fields, cls) or literal_term_shape(msg, kind, fields)
+
+
+def _single_term_shape(msg: str, kind: str, fields: dict[str, Any], cls) -> TermShape | None:
+    if not getattr(cls, "TERMS", None):
         return None
     from lark import Token, Tree
 
@@ -917,6 +924,15 @@ def derive_term_shape(msg: str) -> TermShape | None:
     return TermShape(kind, f"^(?:{pattern})$", groups, const, list(fields))
 
 
+def literal_term_shape(msg: str, kind: str, fields: dict[str, Any]) -> TermShape | None:
+    """A shape of one exact message text with no digit, repeated word for word (``WARNING:  Invalid
+    HTTP request received.``, thousands of times when something probes the port): its fields are
+    those of its lark parse (a message's parse depends on its text alone, ``RecordParser.message``)."""
+    if re.search(r"[0-9]", msg) or kind in HOT_KINDS:
+        return None
+    return TermShape(kind, "^" + grammar.escape(msg) + "$", [], dict(fields), list(fields), literal=msg)
+
+
 def read_terms(rows: pl.DataFrame, book: ShapeBook) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[TermShape, int]]]:
     """Claimed rows (line, raw) with an envelope -> (event rows of term shapes, rows left for lark, samples)."""
     frames: list[pl.DataFrame] = []
@@ -953,10 +969,14 @@ def read_terms(rows: pl.DataFrame, book: ShapeBook) -> tuple[pl.DataFrame, pl.Da
 
 def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     msg = pl.col("msg")
-    hit = msg.str.contains(shape.regex)
-    g = msg.str.extract_groups(shape.regex)
-    ext = todo.with_columns(g.alias("_g"))
-    fields = [f.name for f in ext.schema["_g"].fields]
+    if shape.literal is not None:
+        hit = msg == shape.literal
+        ext = todo
+    else:
+        hit = msg.str.contains(shape.regex)
+        g = msg.str.extract_groups(shape.regex)
+        ext = todo.with_columns(g.alias("_g"))
+        fields = [f.name for f in ext.schema["_g"].fields]
     casts = []
     for i, name, vclass, dt in shape.groups:
         v = pl.col("_g").struct.field(fields[i])
@@ -978,7 +998,7 @@ def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | No
         values[k] = pl.lit(val).alias(k)
     rank = {k: i for i, k in enumerate(shape.order)}
     cols = [pl.col("line"), pl.lit(shape.kind).alias("kind"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES], pl.col("raw").alias("text")]
-    out = got.with_columns(casts).select(*cols, *[values[k] for k in sorted(values, key=lambda k: rank.get(k, len(rank)))])
+    out = (got.with_columns(casts) if casts else got).select(*cols, *[values[k] for k in sorted(values, key=lambda k: rank.get(k, len(rank)))])
     return out, left
 
 
