@@ -376,12 +376,17 @@ def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
     if batches.height == 0 or "kind" not in batches.columns:
         return batches
     mine = pl.col("kind") == kind
-    stats = batches.select(mine.sum().alias("_n"), *[(pl.col(c).is_null() & mine).sum().alias(c) for c in batches.columns if c != "kind"]).row(0, named=True)
+    # (null in all of them: the rank axes are in the `rank` label, the date flag is for the roll-over
+    # of date-less times, done before; only columns with some nulls and some values need counting)
+    wanted = [c for c in batches.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
+    nulls = batches.select(wanted).null_count().row(0, named=True) if wanted else {}
+    mixed = [c for c in wanted if 0 < nulls[c] < batches.height]
+    lazy = batches.lazy().filter(mine)
+    stats = lazy.select(pl.len().alias("_n"), *[pl.col(c).null_count() for c in mixed]).collect().row(0, named=True)
     n = stats.pop("_n")
-    # (null in all: stats[c] == n; the rank axes are in the `rank` label, the date flag is for the
-    # roll-over of date-less times, done before)
-    keep = [c for c in batches.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (stats[c] < n and c not in RANK_AXES)]
-    rows = batches.lazy().filter(mine).select([c for c in keep if c != "kind"]).collect()
+    empty = {c for c in wanted if nulls[c] == batches.height} | {c for c in mixed if stats[c] == n}
+    keep = [c for c in batches.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in wanted and c not in empty)]
+    rows = lazy.select([c for c in keep if c != "kind"]).collect()
     return rows.with_columns(pl.lit(kind).alias("kind")).select(keep)
 
 
