@@ -124,7 +124,7 @@ def _significant_after(run, line_file: tuple[str, int]) -> bool:
             return True
     b = run.batches
     if b.height and "line" in b.columns and "file" in b.columns:
-        return b.filter((pl.col("file") == file) & (pl.col("line") > line)).height > 0
+        return bool(b.select(((pl.col("file") == file) & (pl.col("line") > line)).any()).item())  # (a count, no copy)
     return False
 
 
@@ -199,8 +199,8 @@ def crash_phase(run, rc) -> str | None:
     if ready and (rc.ts is None or ready[0].ts is None or ready[0].ts <= rc.ts) and (ready[0].file != rc.file or ready[0].line < rc.line):
         return "serving"
     if run.batches.height and "line" in run.batches.columns:
-        before = run.batches.filter((pl.col("file") == rc.file) & (pl.col("line") < rc.line)) if "file" in run.batches.columns else run.batches
-        if before.height and not run.startup.phases:
+        before = run.batches.select(((pl.col("file") == rc.file) & (pl.col("line") < rc.line)).sum()).item() if "file" in run.batches.columns else run.batches.height
+        if before and not run.startup.phases:
             return "serving"
     if run.ending is not None and run.ending.status == "crashed" and run.ending.phase:
         return run.ending.phase

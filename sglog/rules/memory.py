@@ -853,9 +853,10 @@ class RuntimeOom(Rule):
         b = run.batches
         last = None
         if b.height and "line" in b.columns:
-            before = b.filter((b.get_column("file") == rc.file) & (b.get_column("line") < rc.line)) if "file" in b.columns else b.filter(b.get_column("line") < rc.line)
-            if before.height:
-                last = before.tail(1).to_dicts()[0]
+            mask = ((b.get_column("file") == rc.file) & (b.get_column("line") < rc.line)) if "file" in b.columns else (b.get_column("line") < rc.line)
+            idx = mask.arg_true()  # (the last row before the crash, without copying the rows before it)
+            if idx.len():
+                last = b.slice(idx[-1], 1).to_dicts()[0]
         phase = rc.get("phase")
         if phase not in ("prefill", "decode"):
             fns = " ".join(facts.frame_functions(rc)).lower()

@@ -128,10 +128,11 @@ class SchedulerTooConservative(Rule):
         s, u = _steady_usage(run, o["min_rows"])
         if s is None:
             return
-        hit = s.filter((pl.col(u) < o["usage_below"]) & (pl.col("queue_req") > 0))
-        share = hit.height / s.height
+        idle = (pl.col(u) < o["usage_below"]) & (pl.col("queue_req") > 0)
+        share = s.select(idle.sum()).item() / s.height  # (counted first: most runs stop here, no copy)
         if share < o["share"]:
             return
+        hit = s.filter(idle)
         m = run.memory
         mrr = m.max_running_requests
         usage = float(hit.get_column(u).median())
