@@ -58,7 +58,12 @@ def draft_positions(run) -> int | None:
 
 
 def accept_stats(run, min_rows: int):
-    """(steady rows with accept len, median L, median accept rate or None)."""
+    """(steady rows with accept len, median L, median accept rate or None); once per run (three
+    rules ask, and the medians of millions of rows are not free)."""
+    return run.memo(f"accept_stats:{min_rows}", lambda run: _accept_stats(run, min_rows))
+
+
+def _accept_stats(run, min_rows: int):
     s = facts.steady(run)
     if s.height == 0 or "accept_len" not in s.columns:
         return None, None, None
