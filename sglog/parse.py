@@ -422,6 +422,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
         thread = threading.Thread(target=reader, name="sglog-input", daemon=True)
         thread.start()
+        _warm_parser()  # (while the first chunk is split and read by polars, which needs no GIL)
         try:
             while True:
                 item = pending.get()
@@ -436,6 +437,21 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             stop.set()
             slots.release()  # wake a reader waiting for a slot
             thread.join()
+
+
+# messages whose parse builds the lexer scanners the first chunk's shape exemplars need
+_WARM_MESSAGES = (
+    "Decode batch, #running-req: 1, #token: 1, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0",
+    "Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0",
+    'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK',
+)
+
+
+def _warm_parser() -> None:
+    """Load the lark parser and build its common scanners (~40 ms the first time: lark builds
+    a contextual lexer's scanners on first use), so the first chunk's worker does not wait."""
+    for m in _WARM_MESSAGES:
+        messages.parse_message(m)
 
 
 def _line_of(e: Event) -> int:
