@@ -698,13 +698,18 @@ def guess_version(run: Run) -> str | None:
 # ------------------------------------------------------------------ startup
 
 
+_STARTUP_KINDS = frozenset({"init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end"})
+
+
 def _startup(run: Run) -> Startup:
     phases: dict[str, Phase] = {name: Phase(name) for name in PHASES}
     loads: dict[str, int] = {}
     pools: dict[str, int] = {}
     for e in run.events:
-        r = e.rank.label if e.rank else "-"
         k = e.kind
+        if k not in _STARTUP_KINDS:
+            continue
+        r = e.rank.label if e.rank else "-"
         if k == "init_dist_begin":
             phases["distributed_init"].per_rank.setdefault(r, RankPhase(e.ts, None))
         elif k == "init_dist_end":
@@ -758,14 +763,19 @@ def _is_draft_class(name: Any) -> bool:
 # ------------------------------------------------------------------ memory
 
 
+_MEMORY_KINDS = frozenset({"weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_end", "memory_summary"})
+
+
 def _memory(run: Run) -> MemoryBudget:
     per: dict[str, dict[str, float | None]] = {}
     loads: dict[str, int] = {}
     pools: dict[str, int] = {}
     for e in run.events:
+        k = e.kind
+        if k not in _MEMORY_KINDS:
+            continue
         r = e.rank.label if e.rank else "-"
         d = per.setdefault(r, {})
-        k = e.kind
         if k == "weight_load_begin":
             n = loads.get(r, 0)
             loads[r] = n + 1
@@ -835,7 +845,9 @@ def root_cause(events: list[Event]) -> Event | None:
     errs = useful or errs
     if not errs:
         return None
-    return min(errs, key=lambda e: (e.ts or datetime.max, e.line) if len({x.file for x in errs}) > 1 else (datetime.min, e.line))
+    if len({x.file for x in errs}) > 1:
+        return min(errs, key=lambda e: (e.ts or datetime.max, e.line))
+    return min(errs, key=lambda e: e.line)
 
 
 def _ending(run: Run) -> Ending:
