@@ -402,3 +402,24 @@ def test_whole_line_shapes_take_the_trailing_comma_of_0_4_9_to_0_5_8():
     got = frames[0]
     assert got.get_column("running_req").to_list() == list(range(1, 200))
     assert got.select(learned.columns).equals(learned.head(199))
+
+
+def test_insert_rows_equals_a_sort_of_both():
+    """Hot rows the record layer read join their chunk's frame as slices around them; the result
+    is the frame a concatenation and a sort by line gives (columns of either side, in line order)."""
+    import random
+
+    from sglog.parse import _insert_rows
+
+    rnd = random.Random(3)
+    for _ in range(50):
+        lines = sorted(rnd.sample(range(1, 5000), rnd.randint(1, 300)))
+        k = rnd.randint(1, min(70, len(lines)))
+        picked = set(rnd.sample(lines, k))
+        base = [n for n in lines if n not in picked]
+        frame = pl.DataFrame({"line": base, "kind": ["decode_batch"] * len(base), "token": [n * 2 for n in base]}, schema={"line": pl.Int64, "kind": pl.String, "token": pl.Int64})
+        extra = pl.DataFrame({"line": sorted(picked, reverse=True), "kind": ["prefill_batch"] * k, "new_seq": [1.5] * k, "end_line": [n + 1 for n in sorted(picked, reverse=True)]})
+        got = _insert_rows(frame, extra)
+        want = fastpath.concat_frames([frame, extra]).sort("line")
+        assert got.get_column("line").to_list() == sorted(lines)
+        assert got.select(sorted(want.columns)).equals(want.select(sorted(want.columns)))
