@@ -39,7 +39,9 @@ def parser():
     """The LALR parser for one record's message (start symbol ``message``)."""
     import lark
 
-    return lark.Lark(
+    from sglog import recache
+
+    p = lark.Lark(
         grammar_text(),
         start="message",
         parser="lalr",
@@ -48,6 +50,18 @@ def parser():
         cache=True,  # lark's own cache (keyed by grammar text, options and versions): ~0.03 s instead of ~1 s
         propagate_positions=False,
     )
+    _regexes.append(recache.install(p, grammar_text()))  # its scanners' compiled regexes, kept across runs
+    return p
+
+
+_regexes: list = []
+
+
+def save_caches() -> None:
+    """Keep the regexes the lexer compiled in this run for the next (see sglog/recache.py)."""
+    for cached in _regexes:
+        if cached is not None:
+            cached.save()
 
 
 @functools.cache

@@ -349,6 +349,7 @@ def parse_source(
             frames[i] = _insert_rows(frames[i], _hot_frame(evs, keep_text))
         setattr(log, attr, fastpath.concat_frames(frames))
         frames.clear()
+    grammar.save_caches()
     for frame, kinds in ((log.batches, fastpath.BATCH_KINDS), (log.access, ("http_access",))):
         if frame.height:
             kind = frame.get_column("kind")

@@ -1,0 +1,143 @@
+"""Compiled regexes for lark's lexer, kept across runs.
+
+lark's contextual lexer builds, on first use of each parser state, a scanner:
+one Python regex alternating that state's terminals (up to ~90 of them).
+Python compiles a regex in Python code (``re._parser`` and ``re._compiler``):
+the scanners a typical log needs cost 40-90 ms at every start, on the path
+of the first chunk and of a small log's whole run (#7).
+
+This module is the ``re`` module lark's lexers use (``install``): it keeps
+what the compiler produces for a pattern (the SRE code: a list of ints, and
+the group tables), builds the pattern from it with ``_sre.compile`` (what
+``re.compile`` itself ends with), and saves new entries next to lark's own
+cache.  The file is keyed by the Python version, the SRE format and the
+grammar, and anything unexpected (another Python, a missing internal, an
+invalid entry) falls back to ``re.compile``: the patterns are the same
+either way, only their cost differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+try:  # CPython internals; without them every pattern is compiled by re.compile
+    import _sre
+    from re import _compiler, _parser
+except ImportError:  # pragma: no cover
+    _sre = _compiler = _parser = None  # type: ignore[assignment]
+
+
+class CachedRe:
+    """The part of the ``re`` module lark's lexers use: ``compile``, ``match`` and ``error``."""
+
+    error = re.error
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.codes: dict[tuple[str, int], tuple] = _load(path)
+        self.new = 0
+        self.patterns: dict[tuple[Any, int], re.Pattern] = {}
+        self._lock = threading.Lock()
+
+    def compile(self, pattern: Any, flags: int = 0) -> re.Pattern:
+        key = (pattern, int(flags))
+        pat = self.patterns.get(key)
+        if pat is None:
+            pat = self._build(pattern, int(flags))
+            self.patterns[key] = pat
+        return pat
+
+    def match(self, pattern: Any, string: Any, flags: int = 0):
+        return self.compile(pattern, flags).match(string)
+
+    def _build(self, pattern: Any, flags: int) -> re.Pattern:
+        if _sre is None or not isinstance(pattern, str):
+            return re.compile(pattern, flags)
+        spec = self.codes.get((pattern, flags))
+        if spec is not None:
+            try:
+                return _sre.compile(pattern, *spec)
+            except Exception:  # not this interpreter's code after all
+                pass
+        try:
+            spec = _spec(pattern, flags)
+            pat = _sre.compile(pattern, *spec)
+        except re.error:
+            raise
+        except Exception:
+            return re.compile(pattern, flags)
+        with self._lock:
+            self.codes[(pattern, flags)] = spec
+            self.new += 1
+        return pat
+
+    def save(self) -> None:
+        """Write the file when this run compiled patterns it did not have (atomically: readers see
+        the old file or the whole new one)."""
+        if not self.new or self.path is None:
+            return
+        with self._lock:
+            data, self.new = dict(self.codes), 0
+        try:
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            with open(tmp, "wb") as f:
+                pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+        except Exception:
+            pass
+
+
+def _spec(pattern: str, flags: int) -> tuple:
+    """What ``re._compiler.compile`` passes to ``_sre.compile`` after the pattern (plain ints:
+    the compiler's opcodes are an int subclass pickle cannot rebuild)."""
+    p = _parser.parse(pattern, flags)
+    code = [int(c) for c in _compiler._code(p, flags)]
+    groupindex = dict(p.state.groupdict)
+    indexgroup = [None] * p.state.groups
+    for name, i in groupindex.items():
+        indexgroup[i] = name
+    return (int(flags | p.state.flags), code, p.state.groups - 1, groupindex, tuple(indexgroup))
+
+
+def _load(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        with open(path, "rb") as f:
+            data = pickle.load(f)
+        return data if isinstance(data, dict) else {}
+    except Exception:
+        return {}
+
+
+def cache_path(grammar: str) -> Path | None:
+    if _sre is None:
+        return None
+    key = hashlib.sha256(f"sre {sys.version} {getattr(_sre, 'MAGIC', '')} {getattr(_sre, 'CODESIZE', '')}\n{grammar}".encode()).hexdigest()[:24]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f".sglog_sre_{uid}_{key}.pickle"
+
+
+def install(parser, grammar: str) -> CachedRe | None:
+    """Make ``parser``'s lexers (a lark LALR parser with a contextual lexer) compile through a
+    ``CachedRe``; None (nothing changed) when the parser is not laid out as expected."""
+    lexer = getattr(getattr(parser, "parser", None), "lexer", None)
+    lexers = getattr(lexer, "lexers", None)
+    if not isinstance(lexers, dict):
+        return None
+    cached = CachedRe(cache_path(grammar))
+    for lx in [*lexers.values(), getattr(lexer, "root_lexer", None)]:
+        if lx is not None and hasattr(lx, "re"):
+            lx.re = cached
+    conf = getattr(parser, "lexer_conf", None)
+    if conf is not None and hasattr(conf, "re_module"):
+        conf.re_module = cached
+    return cached
