@@ -68,28 +68,37 @@ _BOOL = (r"True|False", pl.Boolean)
 # ---------------------------------------------------------------- lines
 
 
-def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: int | None = None) -> pl.DataFrame:
-    """A chunk (``chunk[:end]``, ending on a line boundary) -> frame(line: Int64, raw: String).
+def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: int | None = None, head: bytes = b"") -> pl.DataFrame:
+    """A chunk (``head + chunk[:end]``, ending on a line boundary) -> frame(line: Int64, raw: String).
 
     Lines are split on ``\\n`` only and keep everything else (``\\r``, NUL,
     ANSI codes); invalid UTF-8 becomes U+FFFD as with ``errors="replace"``.
-    Bytes after ``end`` (the start of the next chunk, see ``inputs.iter_raw_chunks``)
-    are not read.
+    ``head`` (no newline in it) begins the first line; bytes after ``end``
+    (the start of the next chunk, see ``inputs.iter_raw_chunks``) are not read.
     """
     if isinstance(chunk, str):
         chunk = chunk.encode("utf-8", errors="surrogatepass")
     if end is None:
         end = len(chunk)
-    if not end:
-        return pl.DataFrame({"line": pl.Series([], dtype=pl.Int64), "raw": pl.Series([], dtype=pl.String)})
     if n is None:
-        n = line_count(chunk, end)
+        n = line_count(chunk, end) + (1 if head and not end else 0)
+    if not n:
+        return pl.DataFrame({"line": pl.Series([], dtype=pl.Int64), "raw": pl.Series([], dtype=pl.String)})
+    start = 0
+    lead: list[str] = []
+    if head:  # the first line: head + the block up to its first newline (a small copy)
+        i = chunk.find(b"\n", 0, end)
+        i = end if i < 0 else i
+        lead = [(head + chunk[:i]).decode("utf-8", errors="replace")]
+        start = min(i + 1, end)
+    rest_n = n - len(lead)
     raw = None
-    if n < end and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
+    if rest_n and rest_n < end - start and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
         try:
             frame = pl.read_csv(
                 chunk,
-                n_rows=n,  # (not the line after end)
+                skip_lines=1 if head else 0,  # (the head's line)
+                n_rows=rest_n,  # (not the line after end)
                 has_header=False,
                 separator="\x1f",
                 quote_char=None,
@@ -99,15 +108,17 @@ def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: 
                 encoding="utf8",
                 raise_if_empty=False,
             )
-            if frame.height == n and frame.width == 1:
+            if frame.height == rest_n and frame.width == 1:
                 raw = frame.get_column("raw").fill_null("")
         except (pl.exceptions.PolarsError, UnicodeDecodeError):
             raw = None
     if raw is None:
-        text = (chunk if end == len(chunk) else chunk[:end]).decode("utf-8", errors="replace")
+        text = (chunk if start == 0 and end == len(chunk) else chunk[start:end]).decode("utf-8", errors="replace")
         if text.endswith("\n"):
             text = text[:-1]
-        raw = pl.Series("raw", text.split("\n"), dtype=pl.String)
+        raw = pl.Series("raw", text.split("\n") if rest_n else [], dtype=pl.String)
+    if lead:
+        raw = pl.concat([pl.Series("raw", lead, dtype=pl.String), raw])
     return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
 
 

@@ -129,53 +129,44 @@ def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: i
     chunk (plus the carried partial line) is held at a time.  ``first_bytes``:
     a different size for the first read.
     """
-    for block, end in iter_raw_chunks(src, chunk_bytes, first_bytes):
-        yield block if end == len(block) else block[:end]
+    for head, block, end in iter_raw_chunks(src, chunk_bytes, first_bytes):
+        yield head + block[:end] if head or end < len(block) else block
 
 
-def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
-    """``(block, end)``: the chunks of ``iter_byte_chunks`` as ``block[:end]``, without copying them.
+def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None, ramp: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
+    """``(head, block, end)``: the chunks of ``iter_byte_chunks`` as ``head + block[:end]``, without
+    joining them (a copy of the whole chunk, tens of MB, each time).
 
-    A plain file is read block by block and, after a block's last newline,
-    read again from there (a seek back): the block goes out whole, the bytes
-    after ``end`` are the start of the next chunk's first line.  Only a line
-    longer than a block, and compressed input, join a carried partial line to
-    the next block (one copy).
+    ``head`` is the end of a line the previous block began: usually empty, as
+    a plain file is read again from after a block's last newline (a seek
+    back); compressed input, which cannot seek, carries it.  The bytes after
+    ``end`` are the start of the next chunk's first line.  ``ramp``: the
+    blocks after the first grow from a quarter of ``chunk_bytes`` (the
+    workers start sooner when a block takes long to decompress).
     """
     carry = b""
-    size = first_bytes or chunk_bytes
+    sizes = [first_bytes or chunk_bytes] + ([max(1, chunk_bytes // 4), max(1, chunk_bytes // 2)] if ramp else [])
     try:
         with _open_binary(src) as f:
             seekable = src.compression == "none" and f.seekable()
             while True:
-                block = f.read(size)
-                size = chunk_bytes
+                block = f.read(sizes.pop(0) if sizes else chunk_bytes)
                 if not block:
                     break
                 cut = block.rfind(b"\n")
                 if cut < 0:
-                    carry += block
+                    carry += block  # (a line longer than a block)
                     continue
-                if carry:
-                    view = memoryview(block)
-                    if seekable and cut < len(block) - 1:
-                        f.seek(cut + 1 - len(block), os.SEEK_CUR)
-                        tail = b""
-                    else:
-                        tail = bytes(view[cut + 1 :])
-                    block = carry + view[: cut + 1]  # one copy
-                    carry = tail
-                    del view
-                    yield block, len(block)
-                elif cut == len(block) - 1:
-                    yield block, len(block)
+                head = carry
+                if cut == len(block) - 1:
+                    carry = b""
                 elif seekable:
                     f.seek(cut + 1 - len(block), os.SEEK_CUR)
-                    yield block, cut + 1
+                    carry = b""
                 else:
                     carry = block[cut + 1 :]
-                    yield block, cut + 1
-                del block
+                yield head, block, cut + 1
+                del block, head
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except InputError:
@@ -185,7 +176,7 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
             raise InputError(f"{src.name}: corrupt or truncated zstd file ({_short(e)})") from None
         raise
     if carry:
-        yield carry, len(carry)
+        yield b"", carry, len(carry)
 
 
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:

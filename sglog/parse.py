@@ -399,14 +399,14 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
 
-    def work(chunk: bytes, end: int, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
-        df = fastpath.split_lines(chunk, first, n, end)
+    def work(head: bytes, chunk: bytes, end: int, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
+        df = fastpath.split_lines(chunk, first, n, end, head)
         return _read_checked(df, book, keep_text, src.name), n
 
     if workers <= 1:
         first = 1
-        for chunk, end in iter_raw_chunks(src, size):
-            res = work(chunk, end, first, fastpath.line_count(chunk, end))
+        for head, chunk, end in iter_raw_chunks(src, size):
+            res = work(head, chunk, end, first, fastpath.line_count(chunk, end))
             first += res[1]
             yield res
         return
@@ -422,19 +422,20 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # a small first chunk, read alone, teaches the shape book the common line shapes
                 # before the workers start on full chunks (which then take the whole-line path)
                 # (the next chunk is read while the first one is worked on, and handed out when it is done)
-                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES))
+                # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
+                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none")
                 lead = None
                 while True:
                     slots.acquire()
                     if stop.is_set():
                         return
-                    chunk, end = next(chunks, (None, 0))
+                    head, chunk, end = next(chunks, (b"", None, 0))
                     if chunk is None:
                         break
                     n = fastpath.line_count(chunk, end)
                     if lead is not None and not lead.done():
                         concurrent.futures.wait([lead])
-                    job = pool.submit(work, chunk, end, first, n)
+                    job = pool.submit(work, head, chunk, end, first, n)
                     pending.put(job)
                     first += n
                     del chunk
@@ -472,8 +473,9 @@ _WARM_MESSAGES = (
 
 
 def _warm_parser() -> None:
-    """Load the lark parser and build its common scanners (~40 ms the first time: lark builds
-    a contextual lexer's scanners on first use), so the first chunk's worker does not wait."""
+    """Load the lark parser and build its common scanners (lark builds a contextual lexer's
+    scanners on first use; sglog/recache.py keeps their regexes), so the first chunk's worker
+    does not wait for that."""
     for m in _WARM_MESSAGES:
         messages.parse_message(m)
 

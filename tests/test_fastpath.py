@@ -148,27 +148,38 @@ def test_chunk_boundaries_change_nothing(odd_path, reference, chunk_bytes, threa
 
 @pytest.mark.parametrize("compress", [None, "gzip"])
 def test_raw_chunks_are_the_file_cut_at_newlines(tmp_path, compress):
-    """``iter_raw_chunks`` hands out ``block[:end]`` chunks that end at a newline and add up to the
-    file (lines longer than a block, CRLF, no final newline); a plain file's blocks are not copied:
-    the bytes after ``end`` are read again as the next chunk's start (a seek back)."""
+    """``iter_raw_chunks`` hands out ``head + block[:end]`` chunks that end at a newline and add up
+    to the file (lines longer than a block, CRLF, no final newline, multi-byte characters cut by a
+    block's end) without joining head and block; a plain file's blocks come out whole (the bytes
+    after ``end`` are read again, a seek back), compressed ones carry the cut line as the next head.
+    ``split_lines`` reads each chunk as Python's split would."""
     from sglog.inputs import iter_byte_chunks, iter_raw_chunks, open_source
 
-    lines = [b"x" * (i * 37 % 300) for i in range(400)] + [b"a\r", b"", b"y" * 5000, b"\xc3\xa9 caf\xc3\xa9"]
+    lines = [b"x" * (i * 37 % 300) + "\u00e9".encode() * (i % 3) for i in range(400)] + [b"a\r", b"", b"y" * 5000, b"\xc3\xa9 caf\xc3\xa9"]
     data = b"\n".join(lines) + b"\nno final newline"
     path = tmp_path / ("x.log.gz" if compress else "x.log")
     path.write_bytes(gzip.compress(data) if compress else data)
     src = open_source(str(path))
     for size in (64, 1000, 4096, 1 << 20):
-        chunks = list(iter_raw_chunks(src, size, first_bytes=100))
-        assert b"".join(b[:e] for b, e in chunks) == data
-        assert all(b[:e].endswith(b"\n") for b, e in chunks[:-1])
+        for ramp in (False, True):
+            chunks = list(iter_raw_chunks(src, size, first_bytes=100, ramp=ramp))
+            assert b"".join(h + b[:e] for h, b, e in chunks) == data
+            assert all((h + b[:e]).endswith(b"\n") for h, b, e in chunks[:-1])
+            if size < len(data):
+                if compress:
+                    assert any(h for h, _b, _e in chunks[:-1])  # heads carried, not joined
+                else:
+                    assert any(e < len(b) for _h, b, e in chunks)  # the seek-back path ran
+            first = 1
+            for h, b, e in chunks:
+                want = (h + b[:e]).decode("utf-8", errors="replace")
+                want = (want[:-1] if want.endswith("\n") else want).split("\n")
+                n = fastpath.line_count(b, e)
+                df = fastpath.split_lines(b, first, n, e, h)
+                assert df.get_column("raw").to_list() == want
+                assert df.get_column("line").to_list() == list(range(first, first + len(want)))
+                first += n
         assert b"".join(iter_byte_chunks(src, size)) == data
-        if not compress and size < len(data):
-            assert any(e < len(b) for b, e in chunks)  # the seek-back path ran
-        for b, e in chunks:
-            want = b[:e].decode("utf-8", errors="replace")
-            want = (want[:-1] if want.endswith("\n") else want).split("\n")
-            assert fastpath.split_lines(b, 1, fastpath.line_count(b, e), e).get_column("raw").to_list() == want
 
 
 def test_repeated_constant_messages_are_read_like_lark(tmp_path):
