@@ -96,16 +96,18 @@ def _disk_cached(tag: str, compute):
         uid = os.getuid() if hasattr(os, "getuid") else 0
         path = Path(tempfile.gettempdir()) / f".sglog_{tag}_{uid}_{key}.pickle"
         with open(path, "rb") as f:
-            return pickle.load(f)
+            from sglog.recache import owned
+
+            if owned(f.fileno()):
+                return pickle.load(f)
     except Exception:
         path = path if "path" in locals() else None
     value = compute()
     if path is not None:
         try:
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
+            from sglog.recache import write_private
+
+            write_private(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:
             pass
     return value

@@ -87,10 +87,7 @@ class CachedRe:
         with self._lock:
             data, self.new = dict(self.codes), 0
         try:
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            with open(tmp, "wb") as f:
-                pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.path)
+            write_private(self.path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:
             pass
 
@@ -112,10 +109,31 @@ def _load(path: Path | None) -> dict:
         return {}
     try:
         with open(path, "rb") as f:
+            if not owned(f.fileno()):
+                return {}
             data = pickle.load(f)
         return data if isinstance(data, dict) else {}
     except Exception:
         return {}
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a cache file readable and writable by us alone, atomically (readers see the old file
+    or the whole new one)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def owned(fd: int) -> bool:
+    """Is this open file ours and writable by us alone?  (The caches live in the shared temporary
+    directory: a pickle someone else put there must not be loaded.)"""
+    if not hasattr(os, "getuid"):
+        return True
+    st = os.fstat(fd)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def cache_path(grammar: str) -> Path | None:

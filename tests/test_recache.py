@@ -65,3 +65,15 @@ def test_the_grammar_parser_lexes_through_the_cache():
     lexer = p.parser.lexer
     assert all(isinstance(lx.re, recache.CachedRe) for lx in lexer.lexers.values())
     assert p.parse("Load weight begin. avail mem=75.12 GB").data == "weight_load_begin"
+
+
+def test_a_cache_others_could_have_written_is_not_loaded(tmp_path):
+    """The caches live in the shared temporary directory: a pickle writable by others (or not
+    ours) is not loaded."""
+    path = tmp_path / "sre.pickle"
+    c = recache.CachedRe(path)
+    c.compile(r"(?P<A>[0-9]+)")
+    c.save()
+    assert recache.CachedRe(path).codes
+    path.chmod(0o666)
+    assert recache.CachedRe(path).codes == {}
