@@ -792,9 +792,10 @@ def _apply_shapes(todo: pl.DataFrame, shapes: list[Shape], keep_text: bool) -> t
             if dt == pl.Boolean:
                 exprs.append((v == "True").alias(f"{j}:{name}"))
             else:
-                exprs.append(v.cast(dt, strict=False).alias(f"{j}:{name}"))
+                typed = v.cast(dt, strict=False)
+                exprs.append(typed.alias(f"{j}:{name}"))
                 if dt == pl.Int64:  # too long for Int64 (Python's int has no limit; the cast gives null): leave to lark
-                    hit = hit & v.cast(dt, strict=False).is_not_null()
+                    hit = hit & typed.is_not_null()
         parts.append(groups.select(hit.fill_null(False).alias(f"{j}:_hit"), pl.col("head").alias(f"{j}:head"), *exprs))
         del groups
     wide = pl.concat(parts, how="horizontal") if len(parts) > 1 else parts[0]
@@ -992,10 +993,11 @@ def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | No
     for i, name, vclass, dt in shape.groups:
         v = pl.col("_g").struct.field(fields[i])
         ok = v.str.contains(f"^(?:{vclass})$")
+        typed = v == "True" if dt == pl.Boolean else v.cast(dt, strict=False)
         if dt == pl.Int64:  # (too long for Int64: null)
-            ok = ok & v.cast(dt, strict=False).is_not_null()
+            ok = ok & typed.is_not_null()
         hit = hit & ok.fill_null(False)
-        casts.append((v == "True" if dt == pl.Boolean else v.cast(dt, strict=False)).alias(f"_t_{name}"))
+        casts.append(typed.alias(f"_t_{name}"))
     mask = ext.select(hit.fill_null(False)).to_series()
     n = mask.sum()
     if n == 0:

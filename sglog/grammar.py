@@ -50,16 +50,15 @@ def parser():
         cache=True,  # lark's own cache (keyed by grammar text, options and versions): ~0.03 s instead of ~1 s
         propagate_positions=False,
     )
-    _regexes.append(recache.install(p, grammar_text()))  # its scanners' compiled regexes, kept across runs
+    p.sglog_regexes = recache.install(p, grammar_text())  # its scanners' compiled regexes, kept across runs
     return p
 
 
-_regexes: list = []
-
-
 def save_caches() -> None:
-    """Keep the regexes the lexer compiled in this run for the next (see sglog/recache.py)."""
-    for cached in _regexes:
+    """Keep the regexes the lexer compiled in this run for the next (see sglog/recache.py); nothing
+    to do when the parser was never built."""
+    if parser.cache_info().currsize:
+        cached = getattr(parser(), "sglog_regexes", None)
         if cached is not None:
             cached.save()
 
