@@ -75,15 +75,46 @@ def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: 
     ANSI codes); invalid UTF-8 becomes U+FFFD as with ``errors="replace"``.
     ``head`` (no newline in it) begins the first line; bytes after ``end``
     (the start of the next chunk, see ``inputs.iter_raw_chunks``) are not read.
+    ``n``: the number of lines, when known.
+    """
+    raw = read_lines(chunk, end, head, n)
+    return with_line_numbers(raw, first_line)
+
+
+def with_line_numbers(raw: pl.Series, first_line: int) -> pl.DataFrame:
+    n = len(raw)
+    return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
+
+
+_CSV_OPTIONS = {
+    "has_header": False,
+    "separator": "\x1f",
+    "quote_char": None,
+    "new_columns": ["raw"],
+    "schema": {"raw": pl.String},
+    "empty_string_is_null": False,
+    "encoding": "utf8",
+    "raise_if_empty": False,
+}
+
+
+def read_lines(chunk: bytes | str, end: int | None = None, head: bytes = b"", n: int | None = None) -> pl.Series:
+    """The lines of ``head + chunk[:end]`` (see ``split_lines``) as a String series ``raw``.
+
+    The CSV reader splits the lines (in Rust, without the GIL, and it counts
+    them on the way: nothing has to count them first).  Unless ``n`` is
+    given it reads on to the end of ``chunk``, and the partial line after
+    ``end`` is dropped; the result is then checked byte for byte: its lines
+    and their newlines must add up to ``end`` bytes.  Anything the reader
+    might not take as Python's split would (see ``_csv_safe``, a failed
+    check) goes through Python's decode and split.
     """
     if isinstance(chunk, str):
         chunk = chunk.encode("utf-8", errors="surrogatepass")
     if end is None:
         end = len(chunk)
-    if n is None:
-        n = line_count(chunk, end) + (1 if head and not end else 0)
-    if not n:
-        return pl.DataFrame({"line": pl.Series([], dtype=pl.Int64), "raw": pl.Series([], dtype=pl.String)})
+    if not end and not head:
+        return pl.Series("raw", [], dtype=pl.String)
     start = 0
     lead: list[str] = []
     if head:  # the first line: head + the block up to its first newline (a small copy)
@@ -91,35 +122,42 @@ def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: 
         i = end if i < 0 else i
         lead = [(head + chunk[:i]).decode("utf-8", errors="replace")]
         start = min(i + 1, end)
-    rest_n = n - len(lead)
     raw = None
-    if rest_n and rest_n < end - start and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
-        try:
-            frame = pl.read_csv(
-                chunk,
-                skip_lines=1 if head else 0,  # (the head's line)
-                n_rows=rest_n,  # (not the line after end)
-                has_header=False,
-                separator="\x1f",
-                quote_char=None,
-                new_columns=["raw"],
-                schema={"raw": pl.String},
-                empty_string_is_null=False,
-                encoding="utf8",
-                raise_if_empty=False,
-            )
-            if frame.height == rest_n and frame.width == 1:
-                raw = frame.get_column("raw").fill_null("")
-        except (pl.exceptions.PolarsError, UnicodeDecodeError):
-            raw = None
+    if end > start and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
+        raw = _csv_lines(chunk, start, end, 1 if head else 0, n if n is None else n - len(lead))
     if raw is None:
         text = (chunk if start == 0 and end == len(chunk) else chunk[start:end]).decode("utf-8", errors="replace")
         if text.endswith("\n"):
             text = text[:-1]
-        raw = pl.Series("raw", text.split("\n") if rest_n else [], dtype=pl.String)
+        raw = pl.Series("raw", text.split("\n") if end > start else [], dtype=pl.String)
     if lead:
         raw = pl.concat([pl.Series("raw", lead, dtype=pl.String), raw])
-    return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
+    return raw
+
+
+def _csv_lines(chunk: bytes, start: int, end: int, skip: int, n: int | None) -> pl.Series | None:
+    """The lines of ``chunk[start:end]`` read by the CSV reader (``skip`` lines before ``start``);
+    None when it cannot be sure they are Python's split of those bytes."""
+    try:
+        if n is None:
+            frame = pl.read_csv(chunk, skip_lines=skip, **_CSV_OPTIONS)
+            if end < len(chunk) and frame.height:
+                frame = frame.head(frame.height - 1)  # the partial line after end (no newline in it)
+        else:
+            frame = pl.read_csv(chunk, skip_lines=skip, n_rows=n, **_CSV_OPTIONS)
+    except (pl.exceptions.PolarsError, UnicodeDecodeError):
+        # (without n: a multi-byte character cut at the end of the block, after end, fails the
+        # strict decoding; the lines up to end, counted, may still be read)
+        if n is None:
+            return _csv_lines(chunk, start, end, skip, line_count(chunk[start:end] if start else chunk, end - start))
+        return None
+    if frame.width != 1:
+        return None
+    raw = frame.get_column("raw").fill_null("")
+    newlines = len(raw) - (0 if chunk[end - 1] == 10 else 1)
+    if int(raw.str.len_bytes().sum() or 0) + newlines != end - start:
+        return None  # (strict UTF-8: each line's text is its bytes)
+    return raw
 
 
 def line_count(chunk: bytes, end: int | None = None) -> int:
@@ -227,9 +265,17 @@ def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
     def examine(text: pl.Series) -> pl.DataFrame:
         frame = text.to_frame("raw")
         r = pl.col("raw")
-        ok = r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex())
-        plain = ~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"])
-        return frame.select(ok.alias("ok"), (ok | plain).alias("ends"), r.str.contains("Exception in ", literal=True).alias("exc"))
+        ok = frame.select(r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex())).to_series()
+        # a line that is no clean start may still end the record before it (plain text): only
+        # those lines are scanned for that (most lines here are starts)
+        idx = (~ok).arg_true()
+        ends = ok
+        if len(idx):
+            rest = frame.select(r.gather(idx))
+            plain = rest.select(~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"])).to_series()
+            ends = ok.clone().scatter(idx, plain)
+        exc = frame.select(r.str.contains("Exception in ", literal=True)).to_series()
+        return pl.DataFrame({"ok": ok, "ends": ends, "exc": exc})
 
     if starts is None:
         ex = examine(raw)
@@ -576,9 +622,17 @@ def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[p
     if not shapes or not df.height:
         return [], [], df, []
     raw = df.get_column("raw")
-    hits = [raw.str.contains(access_re if sh is None else sh.lit.regex) for sh in shapes]
+    # each shape's regex on the lines no shape before it took (one whole-line scan per line that matches)
+    hits = [raw.str.contains(access_re if shapes[0] is None else shapes[0].lit.regex)]
     anyhit = hits[0]
-    for h in hits[1:]:
+    for sh in shapes[1:]:
+        idx = (~anyhit).arg_true()
+        if not len(idx):
+            hits.append(pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True))
+            continue
+        h = raw.gather(idx).str.contains(access_re if sh is None else sh.lit.regex)
+        h = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True).scatter(idx, h)
+        hits.append(h)
         anyhit = anyhit | h
     if not anyhit.any():
         return [], [], df, []

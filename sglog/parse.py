@@ -385,30 +385,67 @@ FIRST_CHUNK_BYTES = 1 << 20
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
 
+class _Numbering:
+    """Where a chunk's lines end: the next chunk's first line number, once its lines are split."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.ready = threading.Event()
+        self.next: int | None = None
+
+    @classmethod
+    def start(cls) -> "_Numbering":
+        n = cls()
+        n.next = 1
+        n.ready.set()
+        return n
+
+    def wait(self) -> int:
+        self.ready.wait()
+        if self.next is None:
+            raise RuntimeError("an earlier chunk could not be split into lines")
+        return self.next
+
+
 def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: bool, threads: int | None) -> Iterator[tuple[fastpath.ChunkResult, int]]:
     """(vectorised reading of a chunk, its line count), in order, ``threads`` chunks at a time.
 
-    A reader thread reads (and decompresses: zlib and zstd release the GIL)
-    and counts lines; worker threads run the polars reading; the caller folds
+    A reader thread reads (and decompresses: zlib and zstd release the GIL);
+    worker threads split and number the lines and run the polars reading; the caller folds
     the rest meanwhile.  At most ``threads + 1`` chunks are in flight.
     """
-    import concurrent.futures
     import queue
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
     workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
 
-    def work(head: bytes, chunk: bytes, end: int, first: int, n: int) -> tuple[fastpath.ChunkResult, int]:
-        df = fastpath.split_lines(chunk, first, n, end, head)
-        return _read_checked(df, book, keep_text, src.name), n
+    taught = threading.Event()  # the first chunk has been read: the shape book knows the common shapes
+
+    def work(head: bytes, chunk: bytes, end: int, prev: _Numbering, mine: _Numbering, lead: bool = False) -> tuple[fastpath.ChunkResult, int]:
+        try:
+            try:
+                raw = fastpath.read_lines(chunk, end, head)
+                first = prev.wait()  # (the chunks before this one were split: its first line's number)
+                mine.next = first + len(raw)
+            finally:
+                mine.ready.set()
+            df = fastpath.with_line_numbers(raw, first)
+            del raw
+            if not lead:
+                taught.wait()
+            return _read_checked(df, book, keep_text, src.name), df.height
+        finally:
+            if lead:
+                taught.set()
 
     if workers <= 1:
-        first = 1
+        prev = _Numbering.start()
         for head, chunk, end in iter_raw_chunks(src, size):
-            res = work(head, chunk, end, first, fastpath.line_count(chunk, end))
-            first += res[1]
-            yield res
+            mine = _Numbering()
+            yield work(head, chunk, end, prev, mine, lead=True)
+            prev = mine
         return
     done = object()
     stop = threading.Event()
@@ -417,14 +454,16 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
         pending: queue.Queue = queue.Queue()
 
         def reader() -> None:
-            first = 1
             try:
-                # a small first chunk, read alone, teaches the shape book the common line shapes
-                # before the workers start on full chunks (which then take the whole-line path)
-                # (the next chunk is read while the first one is worked on, and handed out when it is done)
+                # a small first chunk teaches the shape book the common line shapes before the
+                # workers read full chunks (which then take the whole-line path); they split theirs
+                # into lines meanwhile (see work)
                 # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
+                # (lines are counted by the workers as they split them: each numbers its chunk's
+                # lines once the chunk before it has been split)
                 chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none")
-                lead = None
+                lead = True
+                prev = _Numbering.start()
                 while True:
                     slots.acquire()
                     if stop.is_set():
@@ -432,15 +471,11 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     head, chunk, end = next(chunks, (b"", None, 0))
                     if chunk is None:
                         break
-                    n = fastpath.line_count(chunk, end)
-                    if lead is not None and not lead.done():
-                        concurrent.futures.wait([lead])
-                    job = pool.submit(work, head, chunk, end, first, n)
-                    pending.put(job)
-                    first += n
+                    mine = _Numbering()
+                    pending.put(pool.submit(work, head, chunk, end, prev, mine, lead))
+                    prev = mine
+                    lead = False
                     del chunk
-                    if lead is None:
-                        lead = job
                 pending.put(done)
             except BaseException as e:  # an unreadable input: raised in the caller
                 pending.put(e)

@@ -178,6 +178,8 @@ def test_raw_chunks_are_the_file_cut_at_newlines(tmp_path, compress):
                 df = fastpath.split_lines(b, first, n, e, h)
                 assert df.get_column("raw").to_list() == want
                 assert df.get_column("line").to_list() == list(range(first, first + len(want)))
+                # the readers' way: no count first (the partial line after end is read and dropped)
+                assert fastpath.read_lines(b, e, h).to_list() == want
                 first += n
         assert b"".join(iter_byte_chunks(src, size)) == data
 
@@ -268,6 +270,10 @@ def test_split_lines_is_a_split_on_lf(chunk):
     want = (text[:-1] if text.endswith("\n") else text).split("\n")
     assert df.get_column("raw").to_list() == want
     assert df.get_column("line").to_list() == list(range(7, 7 + len(want)))
+    # with a partial line after the chunk's end (a block cut there, maybe inside a character)
+    for tail in (b"partial", b"caf\xc3", b"\xe4\xb8", b"x\r", b"\x1f"):
+        if chunk.endswith(b"\n"):
+            assert fastpath.read_lines(chunk + tail, len(chunk)).to_list() == want
 
 
 def test_digit_shapes_parse_like_lark(odd_path):

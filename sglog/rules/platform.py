@@ -316,10 +316,12 @@ def _sentence(s: str) -> str:
 def _kv_failures(run) -> list:
     out = []
     for e in run.events:
-        if e.kind == "kv_transfer_failed":
+        kind, text = e.kind, e.text
+        if kind == "kv_transfer_failed":
             out.append(e)
-        elif e.kind not in ("http_access", "uvicorn_log") and e.text:
-            low = first_line(e.text).lower()
+        elif text and kind != "uvicorn_log" and kind != "http_access":
+            cut = text.find("\n")  # (the first line: tens of thousands of events, no list per event)
+            low = (text if cut < 0 else text[:cut]).lower()
             # (every pattern holds 'transfer' or 'fail': two scans in C spare most events the rest)
             if ("transfer" in low or "fail" in low) and facts.has_any(low, KV_TRANSFER_PATTERNS):
                 out.append(e)
