@@ -551,7 +551,7 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     const = {k: v for k, v in fields.items() if k not in typed and k not in head_fields}
     shape = Shape(kind, "^" + body, names, dtypes, const, list(fields))
     # the exemplar itself must come out the same
-    m = re.match(shape.regex, msg)
+    m = grammar.re_compile(shape.regex).match(msg)
     if m is None:
         return None
     mine: dict[str, Any] = dict(head_fields)
@@ -965,7 +965,7 @@ def _single_term_shape(msg: str, kind: str, fields: dict[str, Any], cls) -> Term
     names, _consts = spec
     try:
         pattern = grammar.terminal_pattern(tok.type)
-        m = re.fullmatch(pattern, msg)
+        m = grammar.compiled(tok.type).fullmatch(msg)
     except Exception:
         return None
     if m is None or any(n and n.startswith("*") for n in names):

@@ -118,7 +118,7 @@ class RecordParser:
 
     def __init__(self, file: str, *, shapes: bool = False):
         self.file = file
-        self.env = re.compile(grammar.envelope_regex())
+        self.env = grammar.re_compile(grammar.envelope_regex())
         self.memo: dict[str, tuple[str, dict[str, Any]] | None] = {}
         self.ts_memo: dict[str, tuple[datetime | None, bool]] = {}
         self.rank_memo: dict[str | None, Rank | None] = {}

@@ -93,7 +93,7 @@ def _init():
     if _START is not None:
         return
     env = grammar.envelope_regex()
-    _SGL_PREFIX = re.compile(env)
+    _SGL_PREFIX = grammar.re_compile(env)
     _PYWARN = grammar.compiled("PYWARN_HEAD")
     _PREFACE_LINE = grammar.compiled("TB_PREFACE_LINE")
     _EXCEPTION = grammar.compiled("TB_EXCEPTION")
@@ -103,7 +103,7 @@ def _init():
         grammar.terminal_pattern("TORCH_HEAD"),
         r"/\S+?\.pyx?:\d+: [A-Za-z]*Warning:",
     ]
-    _GLUED = re.compile(r"(?<=[\]|%.]) ?(?P<head>" + "|".join(f"(?:{h})" for h in glued_heads) + ")")
+    _GLUED = grammar.re_compile(r"(?<=[\]|%.]) ?(?P<head>" + "|".join(f"(?:{h})" for h in glued_heads) + ")")
     heads = [
         env.lstrip("^"),
         grammar.terminal_pattern("UVICORN_LEVEL"),
@@ -122,7 +122,7 @@ def _init():
         r"--- Logging error ---",
         r"Call log:",
     ]
-    _START = re.compile("^(?:" + "|".join(f"(?:{h})" for h in heads) + ")")
+    _START = grammar.re_compile("^(?:" + "|".join(f"(?:{h})" for h in heads) + ")")
 
 
 def is_start(text: str) -> bool:

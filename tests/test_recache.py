@@ -77,3 +77,32 @@ def test_a_cache_others_could_have_written_is_not_loaded(tmp_path):
     assert recache.CachedRe(path).codes
     path.chmod(0o666)
     assert recache.CachedRe(path).codes == {}
+
+
+def test_sglogs_own_patterns_are_compiled_through_a_cache_of_their_own():
+    """``grammar.re_compile`` (terminals, record heads, line shapes) gives re.compile's patterns,
+    and ``save_caches`` keeps their code for the next run, in a file apart from the lexer's."""
+    pat = grammar.envelope_regex()
+    a, b = grammar.re_compile(pat), re.compile(pat)
+    assert (a.pattern, a.flags, a.groups, a.groupindex) == (b.pattern, b.flags, b.groups, b.groupindex)
+    line = "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 1"
+    assert a.match(line).groupdict() == b.match(line).groupdict()
+    assert grammar.compiled("ENV_TS").pattern == grammar.terminal_pattern("ENV_TS")
+    own = grammar._own_regexes()
+    assert (pat, 0) in own.patterns and own.path != recache.cache_path(grammar.grammar_text())
+    grammar.save_caches()
+    assert (pat, 0) in recache.CachedRe(own.path).codes
+
+
+def test_a_cache_over_its_size_keeps_only_this_runs_patterns(tmp_path, monkeypatch):
+    monkeypatch.setattr(recache, "MAX_ENTRIES", 3)
+    path = tmp_path / "sre.pickle"
+    c = recache.CachedRe(path)
+    for i in range(5):
+        c.compile(f"a{i}+")
+    c.save()
+    again = recache.CachedRe(path)
+    assert len(again.codes) == 5  # (not over: 5 > 3, but all five are this run's)
+    again.compile("b+")
+    again.save()
+    assert set(recache.CachedRe(path).codes) == {("b+", 0)}

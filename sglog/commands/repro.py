@@ -54,6 +54,9 @@ def repro(
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress display.")] = False,
 ) -> None:
     """Relaunch SGLang with the suggested fix and verify it (a dry run unless --execute)."""
+    import gc
+
+    gc.enable()  # (the other commands run without the cyclic collector, see cli.run; this one may watch a server for hours)
     from sglog.errors import InputError, UsageError
     from sglog.repro import plan as rplan
     from sglog.runs import load_runs
