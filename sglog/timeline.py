@@ -111,22 +111,27 @@ def _decode_stats(run) -> dict[str, Any]:
     if d.height == 0 or "gen_throughput" not in d.columns:
         return {}
     s = steady_rows(run)
-    t = s.get_column("gen_throughput").drop_nulls()
+    # each column sorted once: polars reads the quantiles of a sorted series off it (a run has
+    # millions of rows, and each quantile of an unsorted one is a selection pass: 1M lines 144 -> 44 ms)
+    # (means in the rows' order: the same float sums as before)
+    raw = s.get_column("gen_throughput").drop_nulls()
+    t = raw.sort()
     out: dict[str, Any] = {
         "n": t.len(),
         "p10": t.quantile(0.10, "linear"),
         "p50": t.median(),
         "p90": t.quantile(0.90, "linear"),
-        "mean": t.mean(),
+        "mean": raw.mean(),
         "warmup_rows": d.height - s.height,
     }
     for col, name in (("running_req", "running"), ("queue_req", "queue"), ("token_usage", "token_usage"), ("accept_len", "accept_len"), ("accept_rate", "accept_rate")):
         if col in s.columns and s.get_column(col).drop_nulls().len():
-            c = s.get_column(col).drop_nulls()
+            raw = s.get_column(col).drop_nulls()
+            c = raw.sort()
             out[f"{name}_p50"] = c.median()
             out[f"{name}_max"] = c.max()
             out[f"{name}_p99"] = c.quantile(0.99, "higher")
-            out[f"{name}_mean"] = c.mean()
+            out[f"{name}_mean"] = raw.mean()
     if "cuda_graph" in s.columns and s.get_column("cuda_graph").drop_nulls().len():
         out["cuda_graph_share"] = s.get_column("cuda_graph").drop_nulls().cast(pl.Float64).mean()
     return out
