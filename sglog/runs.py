@@ -375,18 +375,17 @@ def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
     rows, unused rank axes) and with ``kind`` a constant: a multi-hour log has millions of rows."""
     if batches.height == 0 or "kind" not in batches.columns:
         return batches
-    mine = pl.col("kind") == kind
+    mine = batches.get_column("kind") == kind
     # (null in all of them: the rank axes are in the `rank` label, the date flag is for the roll-over
-    # of date-less times, done before; only columns with some nulls and some values need counting)
+    # of date-less times, done before; only columns with some nulls and some values need a look)
     wanted = [c for c in batches.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
     nulls = batches.select(wanted).null_count().row(0, named=True) if wanted else {}
     mixed = [c for c in wanted if 0 < nulls[c] < batches.height]
-    lazy = batches.lazy().filter(mine)
-    stats = lazy.select(pl.len().alias("_n"), *[pl.col(c).null_count() for c in mixed]).collect().row(0, named=True)
-    n = stats.pop("_n")
-    empty = {c for c in wanted if nulls[c] == batches.height} | {c for c in mixed if stats[c] == n}
+    # (whether a column has a value in these rows, from the masks: only the columns kept are then copied, once)
+    present = batches.select([(pl.lit(mine) & pl.col(c).is_not_null()).any().alias(c) for c in mixed]).row(0, named=True) if mixed else {}
+    empty = {c for c in wanted if nulls[c] == batches.height} | {c for c in mixed if not present[c]}
     keep = [c for c in batches.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in wanted and c not in empty)]
-    rows = lazy.select([c for c in keep if c != "kind"]).collect()
+    rows = batches.select([c for c in keep if c != "kind"]).filter(mine)
     return rows.with_columns(pl.lit(kind).alias("kind")).select(keep)
 
 
