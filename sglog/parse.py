@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -389,8 +389,6 @@ class _Numbering:
     """Where a chunk's lines end: the next chunk's first line number, once its lines are split."""
 
     def __init__(self) -> None:
-        import threading
-
         self.ready = threading.Event()
         self.next: int | None = None
 
@@ -413,10 +411,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     A reader thread reads (and decompresses: zlib and zstd release the GIL);
     worker threads split and number the lines and run the polars reading; the caller folds
-    the rest meanwhile.  At most ``threads + 1`` chunks are in flight.
+    the rest meanwhile.  At most ``threads + AHEAD`` chunks are in flight.
     """
     import queue
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
