@@ -157,7 +157,8 @@ def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
     files: list[dict[str, Any]] = []
     for item in items:
         if hasattr(item, "source"):  # ParsedLog
-            n = sum(e.end_line - e.line + 1 for e in item.events if _is_sglang_event(e))
+            # (a rank tag or a known SGLang kind settles most events before the full test)
+            n = sum(e.end_line - e.line + 1 for e in item.events if e.rank is not None or e.kind in SGLANG_KINDS or _is_sglang_event(e))
             n += item.batches.height if item.batches.height else 0
             if item.access.height and "ts" in item.access.columns:
                 n += item.access.get_column("ts").drop_nulls().len()
