@@ -850,18 +850,24 @@ def root_cause(events: list[Event]) -> Event | None:
 
 
 def _ending(run: Run) -> Ending:
-    kinds = {e.kind for e in run.events}
-    last_ts = max((e.ts for e in run.events if e.ts), default=None)
+    # (one pass over the events: the kinds seen, the last time, the first SIGTERM shutdown)
+    kinds: set[str] = set()
+    last_ts = None
+    sigterm = None
+    for e in run.events:
+        kind, ts = e.kind, e.ts
+        kinds.add(kind)
+        if ts and (last_ts is None or ts > last_ts):
+            last_ts = ts
+        if sigterm is None and kind == "shutdown" and (e.get("variant") == "sigterm" or "SIGTERM received" in e.text):
+            sigterm = e
     if run.batches.height and "ts" in run.batches.columns:
         bt = run.batches.get_column("ts").drop_nulls()
         if bt.len():
             last_ts = max(filter(None, [last_ts, bt.max()]))
     phase = _current_phase(run)
-    crashed = bool(kinds & {"sigquit", "scheduler_dead", "fatal_error", "cpp_exception", "process_killed"}) or any(
-        e.kind in ("scheduler_exception", "oom") for e in run.events
-    )
+    crashed = bool(kinds & {"sigquit", "scheduler_dead", "fatal_error", "cpp_exception", "process_killed", "scheduler_exception", "oom"})
     ready = "server_ready" in kinds
-    sigterm = next((e for e in run.events if e.kind == "shutdown" and (e.get("variant") == "sigterm" or "SIGTERM received" in e.text)), None)
     if crashed and sigterm is not None:
         # a requested shutdown: children exiting with -15 and the SIGQUIT cleanup that follows are not a crash
         errors_before = [e for e in run.events if e.kind in ("scheduler_exception", "oom", "fatal_error", "cpp_exception") and e.line < sigterm.line and e.file == sigterm.file]
