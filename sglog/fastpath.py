@@ -68,16 +68,15 @@ _BOOL = (r"True|False", pl.Boolean)
 # ---------------------------------------------------------------- lines
 
 
-def split_lines(chunk: bytes | str, first_line: int, n: int | None = None, end: int | None = None, head: bytes = b"") -> pl.DataFrame:
+def split_lines(chunk: bytes | str, first_line: int, end: int | None = None, head: bytes = b"") -> pl.DataFrame:
     """A chunk (``head + chunk[:end]``, ending on a line boundary) -> frame(line: Int64, raw: String).
 
     Lines are split on ``\\n`` only and keep everything else (``\\r``, NUL,
     ANSI codes); invalid UTF-8 becomes U+FFFD as with ``errors="replace"``.
     ``head`` (no newline in it) begins the first line; bytes after ``end``
     (the start of the next chunk, see ``inputs.iter_raw_chunks``) are not read.
-    ``n``: the number of lines, when known.
     """
-    raw = read_lines(chunk, end, head, n)
+    raw = read_lines(chunk, end, head)
     return with_line_numbers(raw, first_line)
 
 
@@ -98,13 +97,12 @@ _CSV_OPTIONS = {
 }
 
 
-def read_lines(chunk: bytes | str, end: int | None = None, head: bytes = b"", n: int | None = None) -> pl.Series:
+def read_lines(chunk: bytes | str, end: int | None = None, head: bytes = b"") -> pl.Series:
     """The lines of ``head + chunk[:end]`` (see ``split_lines``) as a String series ``raw``.
 
     The CSV reader splits the lines (in Rust, without the GIL, and it counts
-    them on the way: nothing has to count them first).  Unless ``n`` is
-    given it reads on to the end of ``chunk``, and the partial line after
-    ``end`` is dropped; the result is then checked byte for byte: its lines
+    them on the way: nothing has to count them first).  It reads on to the
+    end of ``chunk``, and the partial line after ``end`` is dropped; the result is then checked byte for byte: its lines
     and their newlines must add up to ``end`` bytes.  Anything the reader
     might not take as Python's split would (see ``_csv_safe``, a failed
     check) goes through Python's decode and split.
@@ -124,7 +122,7 @@ def read_lines(chunk: bytes | str, end: int | None = None, head: bytes = b"", n:
         start = min(i + 1, end)
     raw = None
     if end > start and _csv_safe(chunk):  # (the bytes after end too: a CR there only sends this chunk the slow way)
-        raw = _csv_lines(chunk, start, end, 1 if head else 0, n if n is None else n - len(lead))
+        raw = _csv_lines(chunk, start, end, 1 if head else 0)
     if raw is None:
         text = (chunk if start == 0 and end == len(chunk) else chunk[start:end]).decode("utf-8", errors="replace")
         if text.endswith("\n"):
@@ -135,9 +133,9 @@ def read_lines(chunk: bytes | str, end: int | None = None, head: bytes = b"", n:
     return raw
 
 
-def _csv_lines(chunk: bytes, start: int, end: int, skip: int, n: int | None) -> pl.Series | None:
-    """The lines of ``chunk[start:end]`` read by the CSV reader (``skip`` lines before ``start``);
-    None when it cannot be sure they are Python's split of those bytes."""
+def _csv_lines(chunk: bytes, start: int, end: int, skip: int, n: int | None = None) -> pl.Series | None:
+    """The lines of ``chunk[start:end]`` read by the CSV reader (``skip`` lines before ``start``;
+    ``n`` of them, when counted); None when it cannot be sure they are Python's split of those bytes."""
     try:
         if n is None:
             frame = pl.read_csv(chunk, skip_lines=skip, **_CSV_OPTIONS)
@@ -268,12 +266,7 @@ def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
         ok = frame.select(r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex())).to_series()
         # a line that is no clean start may still end the record before it (plain text): only
         # those lines are scanned for that (most lines here are starts)
-        idx = (~ok).arg_true()
-        ends = ok
-        if len(idx):
-            rest = frame.select(r.gather(idx))
-            plain = rest.select(~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"])).to_series()
-            ends = ok.clone().scatter(idx, plain)
+        ends = _on_rows(text, ~ok, ~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"]), ok)
         exc = frame.select(r.str.contains("Exception in ", literal=True)).to_series()
         return pl.DataFrame({"ok": ok, "ends": ends, "exc": exc})
 
@@ -288,6 +281,16 @@ def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
         exc = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True).scatter(idx, ex.get_column("exc"))
     after = pl.when(exc).then(ok.shift(-1, fill_value=False)).otherwise(ends.shift(-1, fill_value=False))
     return pl.select(pl.lit(ok) & after).to_series().alias("_claim")
+
+
+def _on_rows(raw: pl.Series, rows: pl.Series, test: pl.Expr, base: pl.Series) -> pl.Series:
+    """``test`` (a boolean expression on ``pl.col("raw")``) on the lines where ``rows`` is true,
+    ``base`` on the others: a scan of only the lines whose answer is still open."""
+    idx = rows.arg_true()
+    if not len(idx):
+        return base
+    got = raw.gather(idx).to_frame("raw").select(test).to_series()
+    return base.clone().scatter(idx, got)
 
 
 @functools.cache
@@ -625,13 +628,9 @@ def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[p
     # each shape's regex on the lines no shape before it took (one whole-line scan per line that matches)
     hits = [raw.str.contains(access_re if shapes[0] is None else shapes[0].lit.regex)]
     anyhit = hits[0]
+    none = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True)
     for sh in shapes[1:]:
-        idx = (~anyhit).arg_true()
-        if not len(idx):
-            hits.append(pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True))
-            continue
-        h = raw.gather(idx).str.contains(access_re if sh is None else sh.lit.regex)
-        h = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True).scatter(idx, h)
+        h = _on_rows(raw, ~anyhit, pl.col("raw").str.contains(access_re if sh is None else sh.lit.regex), none)
         hits.append(h)
         anyhit = anyhit | h
     if not anyhit.any():

@@ -125,8 +125,8 @@ def _decode_stats(run) -> dict[str, Any]:
         "warmup_rows": d.height - s.height,
     }
     for col, name in (("running_req", "running"), ("queue_req", "queue"), ("token_usage", "token_usage"), ("accept_len", "accept_len"), ("accept_rate", "accept_rate")):
-        if col in s.columns and s.get_column(col).drop_nulls().len():
-            raw = s.get_column(col).drop_nulls()
+        raw = s.get_column(col).drop_nulls() if col in s.columns else None
+        if raw is not None and raw.len():
             c = raw.sort()
             out[f"{name}_p50"] = c.median()
             out[f"{name}_max"] = c.max()
