@@ -92,25 +92,20 @@ def _disk_cached(tag: str, compute):
 
     import lark
 
-    try:
-        key = hashlib.sha256(f"{tag} {lark.__version__} {sys.version_info[:2]}\n{grammar_text()}".encode()).hexdigest()[:24]
-        uid = os.getuid() if hasattr(os, "getuid") else 0
-        path = Path(tempfile.gettempdir()) / f".sglog_{tag}_{uid}_{key}.pickle"
-        with open(path, "rb") as f:
-            from sglog.recache import owned
+    from sglog.recache import read_private, write_private
 
-            if owned(f.fileno()):
-                return pickle.load(f)
-    except Exception:
-        path = path if "path" in locals() else None
+    key = hashlib.sha256(f"{tag} {lark.__version__} {sys.version_info[:2]}\n{grammar_text()}".encode()).hexdigest()[:24]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = Path(tempfile.gettempdir()) / f".sglog_{tag}_{uid}_{key}.pickle"
+    missing = object()
+    value = read_private(path, missing)
+    if value is not missing:
+        return value
     value = compute()
-    if path is not None:
-        try:
-            from sglog.recache import write_private
-
-            write_private(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception:
-            pass
+    try:
+        write_private(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        pass
     return value
 
 

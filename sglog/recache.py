@@ -113,16 +113,20 @@ def _spec(pattern: str, flags: int) -> tuple:
 
 
 def _load(path: Path | None) -> dict:
-    if path is None:
-        return {}
+    data = read_private(path, {}) if path is not None else {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_private(path: Path, default: Any = None) -> Any:
+    """What a cache file ``write_private`` wrote holds; ``default`` when it is missing, unreadable,
+    or not ours alone (see ``owned``)."""
     try:
         with open(path, "rb") as f:
             if not owned(f.fileno()):
-                return {}
-            data = pickle.load(f)
-        return data if isinstance(data, dict) else {}
+                return default
+            return pickle.load(f)
     except Exception:
-        return {}
+        return default
 
 
 def write_private(path: Path, data: bytes) -> None:
