@@ -12,6 +12,7 @@ phases per rank, memory budget, how it ended, and its batch/access frames.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -278,15 +279,12 @@ class Run:
         m = self.args.get("model_path")
         if m:
             return str(m)
-        for e in self.events:
-            if e.kind == "weight_load_end" and e.get("type"):
-                return str(e.get("type"))
-        return None
+        return self.model_class
 
     @property
     def model_class(self) -> str | None:
-        for e in self.events:
-            if e.kind == "weight_load_end" and e.get("type"):
+        for e in self.events_of("weight_load_end"):
+            if e.get("type"):
                 return str(e.get("type"))
         return None
 
@@ -321,15 +319,47 @@ class Run:
     def origin(self, field: str) -> str | None:
         return self.arg_origins.get(field)
 
+    @property
+    def by_kind(self) -> dict[str, list[int]]:
+        """Where each kind's events are in ``events`` (positions, ascending); once per run.  A
+        multi-hour log has tens of thousands of events, and most questions are about a few kinds."""
+        return self.memo("by_kind", lambda run: kind_positions(run.events))
+
     def events_of(self, *kinds: str) -> list[Event]:
-        ks = set(kinds)
-        return [e for e in self.events if e.kind in ks]
+        """The events of these kinds, in ``events`` order."""
+        index, events = self.by_kind, self.events
+        if len(kinds) == 1:
+            return [events[i] for i in index.get(kinds[0], ())]
+        return [events[i] for i in sorted(i for k in set(kinds) for i in index.get(k, ()))]
 
     def first(self, kind: str) -> Event | None:
-        for e in self.events:
-            if e.kind == kind:
-                return e
-        return None
+        at = self.by_kind.get(kind)
+        return self.events[at[0]] if at else None
+
+    def text_hits(self, needle: str, *, lower: bool = False, first_line: bool = False) -> list[int]:
+        """Positions (in ``events``) of the events whose text contains ``needle``: in ``text.lower()``
+        with ``lower``, in the text's first line with ``first_line``.  ``needle`` has no newline.
+
+        The texts are searched joined (one C-level search instead of a Python loop over tens of
+        thousands of events; a needle without a newline cannot match across two of them).
+        """
+        blob, starts = self.memo(f"text_blob:{lower}", lambda run: _text_blob(run.events, lower))
+        out: list[int] = []
+        find = blob.find
+        i = find(needle)
+        while i >= 0:
+            j = bisect.bisect_right(starts, i) - 1
+            if not first_line or blob.find("\n", starts[j], i) < 0:
+                out.append(j)
+            if j + 1 >= len(starts):
+                break
+            i = find(needle, starts[j + 1])  # (the next event: one hit per event is enough)
+        return out
+
+    def has(self, *kinds: str) -> bool:
+        """Is there an event of any of these kinds?"""
+        index = self.by_kind
+        return any(k in index for k in kinds)
 
     @property
     def decode(self) -> pl.DataFrame:
@@ -368,6 +398,30 @@ class Run:
             "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
             "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
         }
+
+
+def _text_blob(events: list[Event], lower: bool) -> tuple[str, list[int]]:
+    """The events' texts joined by newlines, and where each begins."""
+    texts = [e.text or "" for e in events]
+    if lower:
+        texts = [t.lower() for t in texts]  # (each on its own: lowering may change a text's length)
+    starts = [0]
+    for t in texts:
+        starts.append(starts[-1] + len(t) + 1)
+    starts.pop()
+    return "\n".join(texts), starts
+
+
+def kind_positions(events: list[Event]) -> dict[str, list[int]]:
+    """kind -> the positions of its events in ``events`` (ascending)."""
+    index: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        at = index.get(e.kind)
+        if at is None:
+            index[e.kind] = [i]
+        else:
+            at.append(i)
+    return index
 
 
 def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -419,19 +473,29 @@ def _rank_key(label: str):
 
 # ------------------------------------------------------------------ splitting
 
-_STARTUP_KINDS = {"weight_load_begin", "init_dist_begin", "server_args"}
 _CRASH_KINDS = {"sigquit", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "scheduler_dead"}
 
 
-def _split_points(log: ParsedLog) -> list[int]:
-    """First line of each run in one file."""
+def _split_points(log: ParsedLog, index: dict[str, list[int]] | None = None) -> list[int]:
+    """First line of each run in one file (``index``: ``kind_positions(log.events)``, if known)."""
     starts = [1]
     seen_args = False
     seen_startup = False
     ended = False  # ready or crashed
     pending_command: int | None = None
     ranks_loaded: set[str] = set()
-    for e in log.events:
+    events = log.events
+    # only these kinds move the state; an event of any other kind only ends a pending command line
+    # (seen below as a gap between the positions looked at)
+    if index is None:
+        index = kind_positions(events)
+    looked_at = {"comment", "blank", "launch_command", "server_args", "init_dist_begin", "weight_load_begin", "server_ready", *_CRASH_KINDS, *_STARTUP_KINDS}
+    prev = -1
+    for i in sorted(i for k in looked_at for i in index.get(k, ())):
+        if i != prev + 1:
+            pending_command = None
+        prev = i
+        e = events[i]
         k = e.kind
         if k in ("comment", "blank"):
             continue
@@ -486,15 +550,18 @@ class _Piece:
     batches: pl.DataFrame
     access: pl.DataFrame
     index_in_file: int
+    by_kind: dict[str, list[int]] | None = None  # kind_positions(events), when known
 
 
 def _pieces(log: ParsedLog) -> list[_Piece]:
-    starts = _split_points(log)
+    index = kind_positions(log.events)
+    starts = _split_points(log, index)
     bounds = list(zip(starts, [s - 1 for s in starts[1:]] + [max(log.lines, 1)]))
     out = []
     for i, (lo, hi) in enumerate(bounds, 1):
         evs = [e for e in log.events if lo <= e.line <= hi]
-        out.append(_Piece(log.path, lo, hi, evs, _slice_frame(log.batches, lo, hi, log.path), _slice_frame(log.access, lo, hi, log.path), i))
+        whole = len(evs) == len(log.events)  # (then the same list: the file's index is the piece's)
+        out.append(_Piece(log.path, lo, hi, evs, _slice_frame(log.batches, lo, hi, log.path), _slice_frame(log.access, lo, hi, log.path), i, index if whole else None))
     return out
 
 
@@ -579,6 +646,8 @@ def _make_run(index: int, group: list[_Piece]) -> Run:
         launch_command=command,
         index_in_file=group[0].index_in_file,
     )
+    if len(group) == 1 and group[0].by_kind is not None:
+        run._memo["by_kind"] = group[0].by_kind
     run.ranks = _ranks(run)
     run.version = guess_version(run)
     run.startup = _startup(run)
@@ -624,11 +693,10 @@ def _roll_frame(frame: pl.DataFrame) -> pl.DataFrame:
 
 def guess_version(run: Run) -> str | None:
     """The SGLang version (or range) as far as the log's formats tell."""
-    for e in run.events:
-        if e.kind == "pip_package" and e.get("package") == "sglang":
+    for e in run.events_of("pip_package"):
+        if e.get("package") == "sglang":
             return str(e.get("version"))
     lo, hi = (0, 2, 15), (9, 9, 99)
-    texts = [e.text for e in run.events[:400]]
 
     def at_least(v):
         nonlocal lo
@@ -638,7 +706,8 @@ def guess_version(run: Run) -> str | None:
         nonlocal hi
         hi = min(hi, v)
 
-    for e in run.events:
+    # (the bounds only narrow: the order the events are looked at does not matter)
+    for e in run.events_of("server_args", "weight_load_end", "init_dist_end", "init_dist_begin", "cuda_graph_capture_end"):
         k = e.kind
         if k == "server_args":
             if e.get("style") == "dict":
@@ -668,18 +737,15 @@ def guess_version(run: Run) -> str | None:
                 at_most((0, 5, 13))
             elif "elapsed=" in e.text:
                 at_least((0, 5, 14))
-        if e.ts is not None and not e.ts_has_date and e.rank is not None:
-            at_most((0, 3, 3))
+    if any(e.ts is not None and not e.ts_has_date and e.rank is not None for e in run.events):
+        at_most((0, 3, 3))
     if run.batches.height:
-        first = run.batches.head(1)
         if "accept_rate" in run.batches.columns and run.batches.get_column("accept_rate").drop_nulls().len():
             at_least((0, 5, 3))
         if "pending_token" in run.batches.columns and run.batches.get_column("pending_token").drop_nulls().len():
             at_least((0, 5, 11))
         if "cache_hit_rate" in run.batches.columns and run.batches.get_column("cache_hit_rate").drop_nulls().len():
             at_most((0, 4, 2))
-        del first
-    del texts
     if lo == (0, 2, 15) and hi == (9, 9, 99):
         return None
     fmt = lambda v: ".".join(map(str, v))  # noqa: E731
@@ -704,10 +770,8 @@ def _startup(run: Run) -> Startup:
     phases: dict[str, Phase] = {name: Phase(name) for name in PHASES}
     loads: dict[str, int] = {}
     pools: dict[str, int] = {}
-    for e in run.events:
+    for e in run.events_of(*_STARTUP_KINDS):
         k = e.kind
-        if k not in _STARTUP_KINDS:
-            continue
         r = e.rank.label if e.rank else "-"
         if k == "init_dist_begin":
             phases["distributed_init"].per_rank.setdefault(r, RankPhase(e.ts, None))
@@ -750,7 +814,8 @@ def _startup(run: Run) -> Startup:
             rp.end = e.ts
     phases = {k: v for k, v in phases.items() if v.per_rank}
     launch = next((e.ts for e in run.events if e.ts is not None), None)
-    ready = next((e.ts for e in run.events if e.kind == "server_ready"), None)
+    ready_line = run.first("server_ready")
+    ready = ready_line.ts if ready_line else None
     return Startup(launch=launch, ready=ready, phases=phases)
 
 
@@ -769,10 +834,8 @@ def _memory(run: Run) -> MemoryBudget:
     per: dict[str, dict[str, float | None]] = {}
     loads: dict[str, int] = {}
     pools: dict[str, int] = {}
-    for e in run.events:
+    for e in run.events_of(*_MEMORY_KINDS):
         k = e.kind
-        if k not in _MEMORY_KINDS:
-            continue
         r = e.rank.label if e.rank else "-"
         d = per.setdefault(r, {})
         if k == "weight_load_begin":
@@ -835,10 +898,12 @@ def _memory(run: Run) -> MemoryBudget:
 # ------------------------------------------------------------------ ending
 
 
+ROOT_CAUSE_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception", "watchdog_timeout", "batch_oom")
+
+
 def root_cause(events: list[Event]) -> Event | None:
     """The first real error of a crash (not the fan-out of sigquit / child-failed lines)."""
-    order = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception", "watchdog_timeout", "batch_oom")
-    errs = [e for e in events if e.kind in order]
+    errs = [e for e in events if e.kind in ROOT_CAUSE_KINDS]
     # tracebacks of the logging module or of the launcher's wait loop are consequences
     useful = [e for e in errs if not (e.kind == "traceback" and (e.get("component") == "logging" or e.get("exc_type") in ("EOFError", "KeyboardInterrupt", "BrokenPipeError")))]
     errs = useful or errs
@@ -850,17 +915,9 @@ def root_cause(events: list[Event]) -> Event | None:
 
 
 def _ending(run: Run) -> Ending:
-    # (one pass over the events: the kinds seen, the last time, the first SIGTERM shutdown)
-    kinds: set[str] = set()
-    last_ts = None
-    sigterm = None
-    for e in run.events:
-        kind, ts = e.kind, e.ts
-        kinds.add(kind)
-        if ts and (last_ts is None or ts > last_ts):
-            last_ts = ts
-        if sigterm is None and kind == "shutdown" and (e.get("variant") == "sigterm" or "SIGTERM received" in e.text):
-            sigterm = e
+    kinds = set(run.by_kind)
+    last_ts = max((e.ts for e in run.events if e.ts), default=None)
+    sigterm = next((e for e in run.events_of("shutdown") if e.get("variant") == "sigterm" or "SIGTERM received" in e.text), None)
     if run.batches.height and "ts" in run.batches.columns:
         bt = run.batches.get_column("ts").drop_nulls()
         if bt.len():
@@ -870,11 +927,11 @@ def _ending(run: Run) -> Ending:
     ready = "server_ready" in kinds
     if crashed and sigterm is not None:
         # a requested shutdown: children exiting with -15 and the SIGQUIT cleanup that follows are not a crash
-        errors_before = [e for e in run.events if e.kind in ("scheduler_exception", "oom", "fatal_error", "cpp_exception") and e.line < sigterm.line and e.file == sigterm.file]
+        errors_before = [e for e in run.events_of("scheduler_exception", "oom", "fatal_error", "cpp_exception") if e.line < sigterm.line and e.file == sigterm.file]
         if not errors_before:
             return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if crashed:
-        rc = root_cause(run.events)
+        rc = root_cause(run.events_of(*ROOT_CAUSE_KINDS))
         crash_phase = phase if not ready else "serving"
         if not ready and rc is not None and rc.rank is not None and run.startup:
             started = [n for n in PHASES if n in run.startup.phases and rc.rank.label in run.startup.phases[n].per_rank]
@@ -894,7 +951,7 @@ def _ending(run: Run) -> Ending:
 def _current_phase(run: Run) -> str | None:
     """The last startup phase that began (and did not finish), or 'launch'."""
     if run.startup is None or not run.startup.phases:
-        return "launch" if not any(e.kind == "server_ready" for e in run.events) else "serving"
+        return "launch" if not run.has("server_ready") else "serving"
     last = None
     for name in PHASES:
         ph = run.startup.phases.get(name)
@@ -903,7 +960,7 @@ def _current_phase(run: Run) -> str | None:
         last = name
         if not ph.complete:
             return name
-    if last and not any(e.kind == "server_ready" for e in run.events):
+    if last and not run.has("server_ready"):
         nxt = {"weight_load": "kv_pool", "kv_pool": "cuda_graph_capture", "cuda_graph_capture": "warmup", "draft_weight_load": "draft_kv_pool", "draft_kv_pool": "draft_cuda_graph_capture", "draft_cuda_graph_capture": "warmup", "distributed_init": "weight_load"}
         return nxt.get(last, last)
     return "serving"

@@ -213,20 +213,23 @@ def test_rule_case(tmp_path, rule_name, case):
 
 
 def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
-    """kv-transfer-failed's prefilter ('transfer' or 'fail' in the lower-cased first line) loses no
-    event the pattern test takes: it finds exactly what a plain loop finds, in run order (any case,
-    non-ASCII text, a pattern on a second line does not count)."""
+    """kv-transfer-failed's search (the run's lower-cased texts, joined) finds exactly what a plain
+    loop over each event's lower-cased first line finds, in run order (any case, non-ASCII text,
+    a pattern on a second line does not count)."""
     import random
     from types import SimpleNamespace
 
+    import polars as pl
+
     from sglog.rules import facts, platform
     from sglog.rules.base import first_line
+    from sglog.runs import Run
 
     rnd = random.Random(5)
     words = ["Prefill transfer failed", "DECODE TRANSFER FAILED", "KVTransferError(x)", "transfer ok", "failed", "İstanbul", "ß", "\n", "Failed to get kvcache from prefill instance", "plain"]
     kinds = ["unparsed", "traceback", "kv_transfer_failed", "http_access", "uvicorn_log", "retraction"]
     for _ in range(200):
         events = [SimpleNamespace(kind=rnd.choice(kinds), text=" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 4))) or None) for _ in range(30)]
-        run = SimpleNamespace(events=events)
+        run = Run(1, ["f.log"], {}, events, pl.DataFrame(), pl.DataFrame())
         want = [e for e in events if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), platform.KV_TRANSFER_PATTERNS))]
         assert platform._kv_failures(run) == want

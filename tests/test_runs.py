@@ -221,3 +221,88 @@ def test_runs_and_timeline_commands(tmp_path):
     assert pl.read_parquet(out).get_column("n_decode").sum() == 12
     r = CliRunner().invoke(app, ["timeline", path, "--window", "ten"])
     assert r.exit_code != 0
+
+
+# ---------------------------------------------------------------- the per-kind index and the text search
+
+
+def _reference_split_points(events) -> list[int]:
+    """_split_points as a plain loop over every event (the index only skips kinds that cannot move it)."""
+    from sglog.runs import _CRASH_KINDS, _STARTUP_KINDS
+
+    starts = [1]
+    seen_args = seen_startup = ended = False
+    pending_command = None
+    ranks_loaded: set[str] = set()
+    for e in events:
+        k = e.kind
+        if k in ("comment", "blank"):
+            continue
+        if k == "launch_command":
+            if seen_args or seen_startup or pending_command is None:
+                pending_command = e.line
+            continue
+        new = False
+        if k == "server_args":
+            new = seen_args or seen_startup
+        elif k in ("init_dist_begin", "weight_load_begin") and ended:
+            new = k == "init_dist_begin" or (e.rank.label if e.rank else "") in ranks_loaded
+        if new:
+            starts.append(pending_command if pending_command and pending_command > starts[-1] else e.line)
+            seen_args = seen_startup = ended = False
+            ranks_loaded = set()
+        pending_command = None
+        if k == "server_args":
+            seen_args = True
+        if k in _STARTUP_KINDS:
+            seen_startup = True
+        if k == "weight_load_begin":
+            ranks_loaded.add(e.rank.label if e.rank else "")
+        if k in ("server_ready", "sigquit", "scheduler_dead") or (k in _CRASH_KINDS and seen_startup):
+            ended = True
+    return sorted(set(starts))
+
+
+def test_split_points_equal_a_loop_over_every_event():
+    import random
+    from types import SimpleNamespace
+
+    from sglog.events import Rank
+    from sglog.runs import _split_points
+
+    rnd = random.Random(7)
+    kinds = ["comment", "blank", "launch_command", "server_args", "init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end",
+             "server_ready", "sigquit", "scheduler_dead", "oom", "traceback", "retraction", "long_gc", "uvicorn_log", "memory_pool_end"]
+    ranks = [None, Rank.parse(" TP0"), Rank.parse(" TP1")]
+    for _ in range(400):
+        events = [SimpleNamespace(kind=rnd.choice(kinds), line=i + 1, rank=rnd.choice(ranks)) for i in range(rnd.randint(0, 40))]
+        log = SimpleNamespace(events=events)
+        assert _split_points(log) == _reference_split_points(events)
+
+
+def test_run_kind_index_and_text_hits_equal_plain_loops():
+    import random
+    from types import SimpleNamespace
+
+    from sglog.runs import Run
+
+    rnd = random.Random(11)
+    kinds = ["a", "b", "c", "d"]
+    words = ["PCIe", "pcie", "Fail", "İx", "ß", "\n", "needle", "NEEDLE", "x"]
+    for _ in range(300):
+        events = [SimpleNamespace(kind=rnd.choice(kinds), text=" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 4))) or None) for _ in range(rnd.randint(0, 25))]
+        run = Run(1, ["f.log"], {}, events, pl.DataFrame(), pl.DataFrame())
+        for ks in (("a",), ("b", "d"), ("d", "a", "c"), ("z",)):
+            assert run.events_of(*ks) == [e for e in events if e.kind in ks]
+            assert run.has(*ks) == any(e.kind in ks for e in events)
+        assert run.first("c") == next((e for e in events if e.kind == "c"), None)
+        for needle in ("PCIe", "needle", "fail", "i"):
+            for lower in (False, True):
+                for first in (False, True):
+                    def text(e):
+                        t = e.text or ""
+                        t = t.split("\n")[0] if first else t
+                        return t.lower() if lower else t
+
+                    want = [i for i, e in enumerate(events) if needle in text(e)]
+                    assert run.text_hits(needle, lower=lower, first_line=first) == want, (needle, lower, first)

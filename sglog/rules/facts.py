@@ -119,8 +119,8 @@ class Crash:
 def _significant_after(run, line_file: tuple[str, int]) -> bool:
     """Did the server become ready or log batches after this point?"""
     file, line = line_file
-    for e in run.events:
-        if e.kind == "server_ready" and e.file == file and e.line > line:
+    for e in run.events_of("server_ready"):
+        if e.file == file and e.line > line:
             return True
     b = run.batches
     if b.height and "line" in b.columns and "file" in b.columns:
@@ -130,9 +130,7 @@ def _significant_after(run, line_file: tuple[str, int]) -> bool:
 
 def error_events(run) -> list:
     out = []
-    for e in run.events:
-        if e.kind not in ERROR_KINDS:
-            continue
+    for e in run.events_of(*ERROR_KINDS):
         if e.kind == "traceback":
             if e.get("component") == "logging" or e.get("exc_type") in ("EOFError", "KeyboardInterrupt", "BrokenPipeError"):
                 continue
@@ -163,7 +161,7 @@ def _crash(run) -> Crash | None:
         errs = error_events(run)
         if not errs:
             return None
-        ready = any(e.kind == "server_ready" for e in run.events)
+        ready = run.has("server_ready")
         first = errs[0]
         if ready and _significant_after(run, (first.file, first.line)):
             # errors while serving that the server survived are not a crash
@@ -188,14 +186,14 @@ def last_before(run, kind: str, rc):
     """The last `kind` event before `rc`, on `rc`'s rank (events without a rank count for any)."""
     label = rc.rank.label if rc.rank else None
     found = None
-    for e in run.events:
-        if e.kind == kind and (label is None or e.rank is None or e.rank.label == label) and (e.file, e.line) < (rc.file, rc.line):
+    for e in run.events_of(kind):
+        if (label is None or e.rank is None or e.rank.label == label) and (e.file, e.line) < (rc.file, rc.line):
             found = e
     return found
 
 
 def crash_phase(run, rc) -> str | None:
-    ready = [e for e in run.events if e.kind == "server_ready"]
+    ready = run.events_of("server_ready")
     if ready and (rc.ts is None or ready[0].ts is None or ready[0].ts <= rc.ts) and (ready[0].file != rc.file or ready[0].line < rc.line):
         return "serving"
     if run.batches.height and "line" in run.batches.columns:
@@ -223,7 +221,7 @@ def crash_phase(run, rc) -> str | None:
 
 def classify(run, rc, phase: str | None, text: str, truncated: bool) -> str:
     """The name of the rule that explains this crash."""
-    if any(e.kind == "watchdog_timeout" and not e.get("soft") for e in run.events):
+    if any(not e.get("soft") for e in run.events_of("watchdog_timeout")):
         return "watchdog-timeout"
     if has_any(text, IMBALANCE):
         return "tp-memory-imbalance"
@@ -253,7 +251,7 @@ def classify(run, rc, phase: str | None, text: str, truncated: bool) -> str:
         return "startup-oom"
     if not truncated and capture and (has_any(text, CAPTURE_FAILED) or in_capture_frames(rc)):
         return "cuda-graph-capture-failed"
-    if any(e.kind == "nccl_log" and str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events):
+    if any(str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events_of("nccl_log")):
         return "nccl-timeout"  # an unspecific crash after NCCL/NVSHMEM errors
     return "crash"
 
@@ -353,11 +351,11 @@ def at_least(run, version: tuple[int, ...]) -> bool | None:
 
 def captured_bs(run) -> list[int]:
     """Batch sizes of the target's decode CUDA graphs, as far as the log tells."""
-    for e in run.events:
-        if e.kind == "cuda_graph_bs" and isinstance(e.get("bs"), list):
+    for e in run.events_of("cuda_graph_bs"):
+        if isinstance(e.get("bs"), list):
             return _ints(e.get("bs"))
-    for e in run.events:
-        if e.kind in ("cuda_graph_capture_begin", "cuda_graph_capture_end") and e.get("role", "target") == "target" and e.get("stage", "decode") in ("decode", "verify") and isinstance(e.get("bs"), list):
+    for e in run.events_of("cuda_graph_capture_begin", "cuda_graph_capture_end"):
+        if e.get("role", "target") == "target" and e.get("stage", "decode") in ("decode", "verify") and isinstance(e.get("bs"), list):
             return _ints(e.get("bs"))
     v = run.args.get("cuda_graph_bs")
     if isinstance(v, list) and v:
@@ -473,6 +471,9 @@ _NEXT = {
 }
 
 
+_PHASE_KINDS = ("init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end", "memory_summary")
+
+
 def last_startup_phase(run):
     """(phase the log stops in, the event that began it) from the order of the startup lines.
 
@@ -483,7 +484,7 @@ def last_startup_phase(run):
     first: dict[str, Any] = {}
     loads: dict[str, int] = {}
     current = None
-    for e in run.events:
+    for e in run.events_of(*_PHASE_KINDS):
         r = e.rank.label if e.rank else "-"
         k = e.kind
         ph = None

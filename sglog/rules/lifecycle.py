@@ -97,10 +97,9 @@ class Crash(Rule):
         """A crash with no traceback: a process was killed (SIGKILL, the OOM killer)."""
         if run.ending is None or run.ending.status != "crashed":
             return None
-        events = run.events
-        shut = next((e for e in events if e.kind == "shutdown"), None)
-        for e in events:
-            if e.kind == "process_killed" or (e.kind == "scheduler_dead" and e.get("exit_code") in (-9, 137)):
+        shut = run.first("shutdown")
+        for e in run.events_of("process_killed", "scheduler_dead"):
+            if e.kind == "process_killed" or e.get("exit_code") in (-9, 137):
                 if shut is not None and (shut.file, shut.line) < (e.file, e.line):
                     return None
                 msg = f"{crashed_during(run, run.ending.phase)}: a process was killed (SIGKILL; often the host's out-of-memory killer, see `dmesg -T | grep -i oom`)."
@@ -148,7 +147,7 @@ class ServerNeverReady(Rule):
             return
         if facts.crash(run) is not None:
             return
-        if not any(e.kind in ("server_args", "launch_command", "init_dist_begin", "weight_load_begin") for e in run.events):
+        if not run.has("server_args", "launch_command", "init_dist_begin", "weight_load_begin"):
             return  # an excerpt that starts mid-startup: it does not show a launch
         if run.batches.height:
             return
@@ -231,7 +230,7 @@ class SlowWeightLoading(Rule):
                 continue
             rank = ph.slowest_rank
             begin = end = None
-            for e in run.events:
+            for e in run.events_of("weight_load_begin", "weight_load_end"):
                 label = e.rank.label if e.rank else "-"
                 if label != rank:
                     continue
@@ -306,7 +305,7 @@ class WatchdogTimeout(Rule):
     severity = "error"
 
     def _check(self, run, o) -> Iterator:
-        wds = [e for e in run.events if e.kind == "watchdog_timeout"]
+        wds = run.events_of("watchdog_timeout")
         if not wds:
             return
         wd = next((e for e in wds if not e.get("soft")), wds[0])
@@ -400,7 +399,7 @@ class SlowCudaGraphCapture(Rule):
             if ph is None or ph.duration is None or ph.duration <= o["max_seconds"] or not ph.complete:
                 continue
             rank = ph.slowest_rank
-            ev = [event_evidence(e) for e in run.events if e.kind in ("cuda_graph_capture_begin", "cuda_graph_capture_end") and (e.rank.label if e.rank else "-") == rank][:2]
+            ev = [event_evidence(e) for e in run.events_of("cuda_graph_capture_begin", "cuda_graph_capture_end") if (e.rank.label if e.rank else "-") == rank][:2]
             M = facts.max_graph_bs(run)
             d = facts.decode_rows(run)
             new = None

@@ -34,12 +34,12 @@ def _budget_evidence(run) -> list[Evidence]:
     sa = run.first("server_args")
     if sa is not None:
         out.append(event_evidence(sa, note="server args in effect"))
-    begins = [e for e in run.events if e.kind == "weight_load_begin" and e.get("avail_mem") is not None]
+    begins = [e for e in run.events_of("weight_load_begin") if e.get("avail_mem") is not None]
     rank = min(begins, key=lambda e: e.get("avail_mem")).rank if begins else None
     label = rank.label if rank else None
     seen = set()
-    for e in run.events:
-        if e.kind in ("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end") and e.kind not in seen:
+    for e in run.events_of("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end"):
+        if e.kind not in seen:
             if label is not None and e.rank is not None and e.rank.label != label:
                 continue
             seen.add(e.kind)
@@ -441,8 +441,8 @@ class CudaGraphCaptureOom(Rule):
         rc = c.event
         begin = facts.last_before(run, "cuda_graph_capture_begin", rc)
         progress = None
-        for e in run.events:
-            if e.kind == "progress" and (e.file, e.line) < (rc.file, rc.line) and _CAPTURE_PROGRESS.search(e.text or ""):
+        for e in run.events_of("progress"):
+            if (e.file, e.line) < (rc.file, rc.line) and _CAPTURE_PROGRESS.search(e.text or ""):
                 progress = e
         ev = []
         if begin is not None:
@@ -663,7 +663,7 @@ class CudaGraphBsOversized(Rule):
         sa = run.first("server_args")
         if sa is not None:
             ev.append(event_evidence(sa, note=f"cuda_graph_max_bs={M}"))
-        ce = next((e for e in run.events if e.kind == "cuda_graph_capture_end" and e.get("role", "target") == "target"), None)
+        ce = next((e for e in run.events_of("cuda_graph_capture_end") if e.get("role", "target") == "target"), None)
         if ce is not None:
             ev.append(event_evidence(ce))
         peak_row = d.filter(d.get_column("running_req") == peak).head(1).to_dicts()
@@ -942,8 +942,8 @@ class TpMemoryImbalance(Rule):
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
         per = {}
-        for e in run.events:
-            if e.kind == "weight_load_begin" and e.get("avail_mem") is not None:
+        for e in run.events_of("weight_load_begin"):
+            if e.get("avail_mem") is not None:
                 per.setdefault(e.rank.label if e.rank else "-", e)
         fix = Fix(
             summary="Free the GPU that has less memory (nvidia-smi: stop the other process) or exclude it with CUDA_VISIBLE_DEVICES; SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 only silences the check.",

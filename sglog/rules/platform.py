@@ -79,8 +79,9 @@ class UnsupportedGpuArch(Rule):
             yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.fix_safety))
             return
         # a warning the server survives: torch symmetric memory unavailable
-        for e in run.events:
-            if "TorchSymmMemCommunicator: Device capability" in (e.text or "") and "not supported" in (e.text or ""):
+        for i in run.text_hits("TorchSymmMemCommunicator: Device capability"):
+            e = run.events[i]
+            if "not supported" in e.text:
                 msg = "Torch symmetric memory is not available on this GPU (it supports SM90/SM100 only): --enable-torch-symm-mem has no effect."
                 fix = Fix(summary="Drop --enable-torch-symm-mem on this GPU.", args={"--enable-torch-symm-mem": None}, safety="None: the communicator was already disabled.")
                 yield self.finding(run, msg, [event_evidence(e)], fix, severity="warning")
@@ -189,7 +190,7 @@ class NcclTimeout(Rule):
         if c is None:
             return
         rc = c.event
-        warns = [e for e in run.events if e.kind == "nccl_log" and (e.file, e.line) <= (rc.file, rc.line) and str(e.get("level") or "") in ("WARN", "ERROR")]
+        warns = [e for e in run.events_of("nccl_log") if (e.file, e.line) <= (rc.file, rc.line) and str(e.get("level") or "") in ("WARN", "ERROR")]
         ev = [event_evidence(e) for e in warns[:2]] + exception_evidence(rc)
         multi = (run.parallelism.get("nnodes") or 1) > 1 or facts.has_any(c.text, ("network", "socket", "connection", "remote process")) or any(facts.has_any((e.text or "").lower(), ("socket", "connection", "network")) for e in warns)
         if multi:
@@ -314,18 +315,12 @@ def _sentence(s: str) -> str:
 
 
 def _kv_failures(run) -> list:
-    out = []
-    for e in run.events:
-        kind, text = e.kind, e.text
-        if kind == "kv_transfer_failed":
-            out.append(e)
-        elif text and kind != "uvicorn_log" and kind != "http_access":
-            cut = text.find("\n")  # (the first line: tens of thousands of events, no list per event)
-            low = (text if cut < 0 else text[:cut]).lower()
-            # (every pattern holds 'transfer' or 'fail': two scans in C spare most events the rest)
-            if ("transfer" in low or "fail" in low) and facts.has_any(low, KV_TRANSFER_PATTERNS):
-                out.append(e)
-    return out
+    """kv_transfer_failed events, and events (but uvicorn's) whose first line names a transfer failure."""
+    at = set(run.by_kind.get("kv_transfer_failed", ()))
+    for pat in KV_TRANSFER_PATTERNS:
+        at.update(run.text_hits(pat, lower=True, first_line=True))
+    events = run.events
+    return [events[i] for i in sorted(at) if events[i].kind == "kv_transfer_failed" or events[i].kind not in ("uvicorn_log", "http_access")]
 
 
 class KvTransferFailed(Rule):

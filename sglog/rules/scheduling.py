@@ -50,7 +50,7 @@ class KvRetraction(Rule):
     options = {"min_count": Option(3, "retractions needed before judging the rate"), "max_per_minute": Option(1.0, "acceptable retractions per minute of serving")}
 
     def _check(self, run, o) -> Iterator:
-        rts = [e for e in run.events if e.kind == "retraction" and not e.get("testing")]
+        rts = [e for e in run.events_of("retraction") if not e.get("testing")]
         if len(rts) < o["min_count"]:
             return
         minutes = facts.serving_minutes(run)
