@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1135,6 +1136,7 @@ class ChunkResult:
     events: pl.DataFrame  # rows of the other families (retraction ...), to become Event objects
     slow: pl.DataFrame  # (line, raw): for the record layer, in line order
     samples: list[tuple[Shape | None, int]]  # rows to re-read with lark (None: an access row)
+    counts: Counter = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
 
 
 def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:

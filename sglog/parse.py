@@ -18,7 +18,6 @@ its tree with their own token text.
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 from collections import Counter
@@ -288,12 +287,16 @@ def parse_source(
     book = fastpath.ShapeBook()
     batch_frames: list[pl.DataFrame] = []  # one per chunk (maybe empty), in line order
     access_frames: list[pl.DataFrame] = []
-    starts: list[int] = []  # first line of each chunk
     size = chunk_bytes or CHUNK_BYTES
+
+    hot: list[Event] = []  # batch/access lines the record layer parsed: rows of the frames (below)
 
     def drain(records: list[Record]) -> None:
         for rec in records:
             ev = rp(rec)
+            if ev.kind in fastpath.HOT_KINDS:
+                hot.append(ev)
+                continue
             log.events.append(ev)
             log.kinds[ev.kind] += 1
             if ev.kind == "blank":
@@ -316,11 +319,11 @@ def parse_source(
             del df
     else:
         for res, n in _read_ahead(src, size, book, keep_text, threads):
-            starts.append(log.lines + 1)
             log.lines += n
             log.lines_fast += n - res.slow.height
             batch_frames.append(res.batches)
             access_frames.append(res.access)
+            log.kinds.update(res.counts)
             if res.events.height:
                 _frame_events(log, res.events, rp)
             fold(res.slow)
@@ -328,38 +331,29 @@ def parse_source(
     drain(folder.flush())
     if fast:
         log.events.sort(key=_line_of)
-    # batch/access lines the record layer parsed (fast=False, or lines that were not claimed)
-    # join the frames: each into its chunk's frame, so no step copies the whole frame
-    hot = [e for e in log.events if e.kind in fastpath.HOT_KINDS]
-    if hot:
-        log.events = [e for e in log.events if e.kind not in fastpath.HOT_KINDS]
-        for e in hot:
-            log.kinds[e.kind] -= 1
+    # batch/access lines the record layer parsed (fast=False, or lines that were not claimed: a
+    # few) join the frames as rows, put in line order between slices of the frame (no copy)
     for frames, kinds, attr in ((batch_frames, fastpath.BATCH_KINDS, "batches"), (access_frames, ("http_access",), "access")):
-        mine = [e for e in hot if e.kind in kinds]
-        if not frames:
-            frames.append(pl.DataFrame())
-            starts_ = [1]
-        else:
-            starts_ = starts
-        by_chunk: dict[int, list[Event]] = {}
-        for e in mine:
-            by_chunk.setdefault(bisect.bisect_right(starts_, e.line) - 1, []).append(e)
-        for i, evs in by_chunk.items():
-            frames[i] = _insert_rows(frames[i], _hot_frame(evs, keep_text))
-        setattr(log, attr, fastpath.concat_frames(frames))
+        frame = fastpath.concat_frames(frames)
         frames.clear()
+        mine = [e for e in hot if e.kind in kinds]
+        if mine:
+            frame = _insert_rows(frame, _hot_frame(mine, keep_text))
+            log.kinds.update(e.kind for e in mine)
+        setattr(log, attr, frame)
     grammar.save_caches()
-    for frame, kinds in ((log.batches, fastpath.BATCH_KINDS), (log.access, ("http_access",))):
-        if frame.height:
-            kind = frame.get_column("kind")
-            counts = {k: int((kind == k).sum()) for k in kinds}  # (two string compares: a group-by costs more)
-            if sum(counts.values()) != frame.height:
-                counts = dict(frame.group_by("kind").len().iter_rows())
-            for k, n in counts.items():
-                if n:
-                    log.kinds[k] += n
     return log
+
+
+def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter:
+    """How many rows of each kind a batch or access frame has (``kinds``: the ones it should hold)."""
+    if not frame.height:
+        return Counter()
+    kind = frame.get_column("kind")
+    counts = {k: int((kind == k).sum()) for k in kinds}  # (string compares: a group-by costs more)
+    if sum(counts.values()) != frame.height:
+        counts = dict(frame.group_by("kind").len().iter_rows())
+    return Counter({k: n for k, n in counts.items() if n})
 
 
 def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
@@ -432,7 +426,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             del raw
             if not lead:
                 taught.wait()
-            return _read_checked(df, book, keep_text, src.name), df.height
+            res = _read_checked(df, book, keep_text, src.name)
+            res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
+            return res, df.height
         finally:
             if lead:
                 taught.set()

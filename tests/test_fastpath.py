@@ -443,3 +443,13 @@ def test_insert_rows_equals_a_sort_of_both():
         want = fastpath.concat_frames([frame, extra]).sort("line")
         assert got.get_column("line").to_list() == sorted(lines)
         assert got.select(sorted(want.columns)).equals(want.select(sorted(want.columns)))
+
+
+def test_frame_kinds_counts_each_kind_also_unexpected_ones():
+    from sglog.parse import frame_kinds
+
+    frame = pl.DataFrame({"line": [1, 2, 3, 4], "kind": ["decode_batch", "prefill_batch", "decode_batch", "decode_batch"]})
+    assert frame_kinds(frame, fastpath.BATCH_KINDS) == {"decode_batch": 3, "prefill_batch": 1}
+    odd = pl.DataFrame({"line": [1, 2], "kind": ["decode_batch", "something_else"]})
+    assert frame_kinds(odd, fastpath.BATCH_KINDS) == {"decode_batch": 1, "something_else": 1}
+    assert frame_kinds(pl.DataFrame(), fastpath.BATCH_KINDS) == {}
