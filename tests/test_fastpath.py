@@ -318,6 +318,32 @@ def test_naive_peer_counts_lines(tmp_path):
     assert sum(r["kind"] == "decode_batch" for r in records) > 200
 
 
+def test_benchmark_runs_every_tool_in_rounds(tmp_path, monkeypatch):
+    """benchmarks/run.py times each (file, tool) once per round, so the runs of the things it
+    compares (a .gz file and its plain copy) spread over the same stretch of time."""
+    import sys as _sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("sglog_bench_run", ROOT / "benchmarks" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(_sys.modules, "sglog_bench_run", mod)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        return {"wall_s": 1.0 + len(calls) / 100, "rss_mb": 10.0, "user_s": 0.5, "sys_s": 0.1, "code": 0, "ok": True, "stderr": ""}
+
+    monkeypatch.setattr(mod, "run_once", fake_run)
+    monkeypatch.setattr(mod, "file_tools", lambda path, diag: [(f"t{i}", f"{path.name}:t{i}", {}, "") for i in range(2)])
+    a, b = tmp_path / "a.log", tmp_path / "a.log.gz"
+    out = mod.bench_files([a, b], 3, True)
+    assert calls == ["a.log:t0", "a.log:t1", "a.log.gz:t0", "a.log.gz:t1"] * 3
+    assert [m["tool"] for m in out[a]] == ["t0", "t1"] and len(out[b]) == 2
+    assert [r["wall_s"] for r in out[b][1]["runs"]] == [1.04, 1.08, 1.12]
+    assert out[b][1]["median_s"] == 1.08
+
+
 def test_generator_is_deterministic():
     a = list(GEN.generate_lines(1500, 9))
     assert a == list(GEN.generate_lines(1500, 9))
