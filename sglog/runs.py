@@ -12,7 +12,6 @@ phases per rank, memory budget, how it ended, and its batch/access frames.
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -336,26 +335,6 @@ class Run:
         at = self.by_kind.get(kind)
         return self.events[at[0]] if at else None
 
-    def text_hits(self, needle: str, *, lower: bool = False, first_line: bool = False) -> list[int]:
-        """Positions (in ``events``) of the events whose text contains ``needle``: in ``text.lower()``
-        with ``lower``, in the text's first line with ``first_line``.  ``needle`` has no newline.
-
-        The texts are searched joined (one C-level search instead of a Python loop over tens of
-        thousands of events; a needle without a newline cannot match across two of them).
-        """
-        blob, starts = self.memo(f"text_blob:{lower}", lambda run: _text_blob(run.events, lower))
-        out: list[int] = []
-        find = blob.find
-        i = find(needle)
-        while i >= 0:
-            j = bisect.bisect_right(starts, i) - 1
-            if not first_line or blob.find("\n", starts[j], i) < 0:
-                out.append(j)
-            if j + 1 >= len(starts):
-                break
-            i = find(needle, starts[j + 1])  # (the next event: one hit per event is enough)
-        return out
-
     def has(self, *kinds: str) -> bool:
         """Is there an event of any of these kinds?"""
         index = self.by_kind
@@ -398,18 +377,6 @@ class Run:
             "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
             "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
         }
-
-
-def _text_blob(events: list[Event], lower: bool) -> tuple[str, list[int]]:
-    """The events' texts joined by newlines, and where each begins."""
-    texts = [e.text or "" for e in events]
-    if lower:
-        texts = [t.lower() for t in texts]  # (each on its own: lowering may change a text's length)
-    starts = [0]
-    for t in texts:
-        starts.append(starts[-1] + len(t) + 1)
-    starts.pop()
-    return "\n".join(texts), starts
 
 
 def kind_positions(events: list[Event]) -> dict[str, list[int]]:

@@ -213,9 +213,9 @@ def test_rule_case(tmp_path, rule_name, case):
 
 
 def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
-    """kv-transfer-failed's search (the run's lower-cased texts, joined) finds exactly what a plain
-    loop over each event's lower-cased first line finds, in run order (any case, non-ASCII text,
-    a pattern on a second line does not count)."""
+    """kv-transfer-failed's prefilter ('transfer' or 'fail' in the lower-cased first line) loses no
+    event the pattern test takes: it finds exactly what a plain loop finds, in run order (any case,
+    non-ASCII text, a pattern on a second line does not count)."""
     import random
     from types import SimpleNamespace
 

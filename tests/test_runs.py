@@ -223,7 +223,7 @@ def test_runs_and_timeline_commands(tmp_path):
     assert r.exit_code != 0
 
 
-# ---------------------------------------------------------------- the per-kind index and the text search
+# ---------------------------------------------------------------- the per-kind index
 
 
 def _reference_split_points(events) -> list[int]:
@@ -280,7 +280,7 @@ def test_split_points_equal_a_loop_over_every_event():
         assert _split_points(log) == _reference_split_points(events)
 
 
-def test_run_kind_index_and_text_hits_equal_plain_loops():
+def test_run_kind_index_equals_plain_loops():
     import random
     from types import SimpleNamespace
 
@@ -296,13 +296,3 @@ def test_run_kind_index_and_text_hits_equal_plain_loops():
             assert run.events_of(*ks) == [e for e in events if e.kind in ks]
             assert run.has(*ks) == any(e.kind in ks for e in events)
         assert run.first("c") == next((e for e in events if e.kind == "c"), None)
-        for needle in ("PCIe", "needle", "fail", "i"):
-            for lower in (False, True):
-                for first in (False, True):
-                    def text(e):
-                        t = e.text or ""
-                        t = t.split("\n")[0] if first else t
-                        return t.lower() if lower else t
-
-                    want = [i for i, e in enumerate(events) if needle in text(e)]
-                    assert run.text_hits(needle, lower=lower, first_line=first) == want, (needle, lower, first)

@@ -79,9 +79,8 @@ class UnsupportedGpuArch(Rule):
             yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.fix_safety))
             return
         # a warning the server survives: torch symmetric memory unavailable
-        for i in run.text_hits("TorchSymmMemCommunicator: Device capability"):
-            e = run.events[i]
-            if "not supported" in e.text:
+        for e in run.events:
+            if "TorchSymmMemCommunicator: Device capability" in (e.text or "") and "not supported" in (e.text or ""):
                 msg = "Torch symmetric memory is not available on this GPU (it supports SM90/SM100 only): --enable-torch-symm-mem has no effect."
                 fix = Fix(summary="Drop --enable-torch-symm-mem on this GPU.", args={"--enable-torch-symm-mem": None}, safety="None: the communicator was already disabled.")
                 yield self.finding(run, msg, [event_evidence(e)], fix, severity="warning")
@@ -315,12 +314,18 @@ def _sentence(s: str) -> str:
 
 
 def _kv_failures(run) -> list:
-    """kv_transfer_failed events, and events (but uvicorn's) whose first line names a transfer failure."""
-    at = set(run.by_kind.get("kv_transfer_failed", ()))
-    for pat in KV_TRANSFER_PATTERNS:
-        at.update(run.text_hits(pat, lower=True, first_line=True))
-    events = run.events
-    return [events[i] for i in sorted(at) if events[i].kind == "kv_transfer_failed" or events[i].kind not in ("uvicorn_log", "http_access")]
+    out = []
+    for e in run.events:
+        kind, text = e.kind, e.text
+        if kind == "kv_transfer_failed":
+            out.append(e)
+        elif text and kind != "uvicorn_log" and kind != "http_access":
+            cut = text.find("\n")  # (the first line: tens of thousands of events, no list per event)
+            low = (text if cut < 0 else text[:cut]).lower()
+            # (every pattern holds 'transfer' or 'fail': two scans in C spare most events the rest)
+            if ("transfer" in low or "fail" in low) and facts.has_any(low, KV_TRANSFER_PATTERNS):
+                out.append(e)
+    return out
 
 
 class KvTransferFailed(Rule):

@@ -280,7 +280,7 @@ class DraftModelFullTp(Rule):
         if tp < 2:
             return
         ev = _spec_evidence(run)
-        pcie = next((run.events[i] for i in run.text_hits("PCIe") if "allreduce" in run.events[i].text.lower()), None)
+        pcie = next((e for e in run.events if "PCIe" in (e.text or "") and "allreduce" in (e.text or "").lower()), None)
         if pcie is not None:
             ev.append(event_evidence(pcie))
         steps, _, _ = facts.spec_steps(run)
