@@ -18,6 +18,7 @@ its tree with their own token text.
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 from collections import Counter
@@ -287,6 +288,7 @@ def parse_source(
     book = fastpath.ShapeBook()
     batch_frames: list[pl.DataFrame] = []  # one per chunk (maybe empty), in line order
     access_frames: list[pl.DataFrame] = []
+    starts: list[int] = []  # first line of each chunk
     size = chunk_bytes or CHUNK_BYTES
 
     hot: list[Event] = []  # batch/access lines the record layer parsed: rows of the frames (below)
@@ -319,6 +321,7 @@ def parse_source(
             del df
     else:
         for res, n in _read_ahead(src, size, book, keep_text, threads):
+            starts.append(log.lines + 1)
             log.lines += n
             log.lines_fast += n - res.slow.height
             batch_frames.append(res.batches)
@@ -331,15 +334,24 @@ def parse_source(
     drain(folder.flush())
     if fast:
         log.events.sort(key=_line_of)
-    # batch/access lines the record layer parsed (fast=False, or lines that were not claimed: a
-    # few) join the frames as rows, put in line order between slices of the frame (no copy)
+    # batch/access lines the record layer parsed (fast=False, or lines that were not claimed)
+    # join the frames as rows put in line order between slices of the frame (no copy); a few
+    # join the whole frame at once, more join each its chunk's frame (so that no sort copies
+    # the whole frame: _insert_rows sorts when there are many)
     for frames, kinds, attr in ((batch_frames, fastpath.BATCH_KINDS, "batches"), (access_frames, ("http_access",), "access")):
+        mine = [e for e in hot if e.kind in kinds]
+        log.kinds.update(e.kind for e in mine)
+        if len(mine) > _INSERT_MAX and frames:
+            by_chunk: dict[int, list[Event]] = {}
+            for e in mine:
+                by_chunk.setdefault(max(0, bisect.bisect_right(starts, e.line) - 1), []).append(e)
+            for i, evs in by_chunk.items():
+                frames[i] = _insert_rows(frames[i], _hot_frame(evs, keep_text))
+            mine = []
         frame = fastpath.concat_frames(frames)
         frames.clear()
-        mine = [e for e in hot if e.kind in kinds]
         if mine:
             frame = _insert_rows(frame, _hot_frame(mine, keep_text))
-            log.kinds.update(e.kind for e in mine)
         setattr(log, attr, frame)
     grammar.save_caches()
     return log
@@ -356,10 +368,13 @@ def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter:
     return Counter({k: n for k, n in counts.items() if n})
 
 
+_INSERT_MAX = 64
+
+
 def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
-    """A chunk's frame (in line order) with a few more rows put in line order, as slices of the
-    frame around them (no copy of the frame's rows: a sort would copy all of them)."""
-    if not frame.height or extra.height > 64:
+    """A frame (in line order) with a few more rows put in line order, as slices of the frame
+    around them (no copy of the frame's rows: a sort would copy all of them)."""
+    if not frame.height or extra.height > _INSERT_MAX:
         return fastpath.concat_frames([frame, extra]).sort("line")
     extra = extra.sort("line")
     cuts = frame.get_column("line").search_sorted(extra.get_column("line"), "left").to_list()

@@ -479,3 +479,15 @@ def test_frame_kinds_counts_each_kind_also_unexpected_ones():
     odd = pl.DataFrame({"line": [1, 2], "kind": ["decode_batch", "something_else"]})
     assert frame_kinds(odd, fastpath.BATCH_KINDS) == {"decode_batch": 1, "something_else": 1}
     assert frame_kinds(pl.DataFrame(), fastpath.BATCH_KINDS) == {}
+
+
+def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkeypatch):
+    """Batch/access lines the record layer read join the whole frame when they are few, each its
+    chunk's frame when they are many: both give the lark-only reading."""
+    from sglog import parse
+
+    hot_before = sum(1 for d in reference if d["kind"] in fastpath.HOT_KINDS)
+    assert hot_before
+    for limit in (0, 1, 10_000):
+        monkeypatch.setattr(parse, "_INSERT_MAX", limit)
+        assert_same(dicts(odd_path, chunk_bytes=16 << 10), reference)
