@@ -196,8 +196,12 @@ class Folder:
         return out
 
     def take(self) -> list[Record]:
-        """Records completed so far (an open block stays open)."""
-        out, self.out = self.out, []
+        """Records completed so far.  An open block stays open, and so does a last run of blank
+        lines: the next line fed may be blank too and belong to it."""
+        if self.out and self.out[-1].mode == "blank":
+            out, self.out = self.out[:-1], self.out[-1:]
+        else:
+            out, self.out = self.out, []
         return out
 
     # -- internals
