@@ -198,7 +198,7 @@ class Folder:
     def take(self) -> list[Record]:
         """Records completed so far.  An open block stays open, and so does a last run of blank
         lines: the next line fed may be blank too and belong to it."""
-        if self.out and self.out[-1].mode == "blank":
+        if self._cur is None and self.out and self.out[-1].mode == "blank" and self.out[-1].end_line == self._last:
             out, self.out = self.out[:-1], self.out[-1:]
         else:
             out, self.out = self.out, []
