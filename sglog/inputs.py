@@ -133,7 +133,7 @@ def iter_byte_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: i
         yield head + block[:end] if head or end < len(block) else block
 
 
-def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None, ramp: bool = False, taper: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
+def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None, ramp: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
     """``(head, block, end)``: the chunks of ``iter_byte_chunks`` as ``head + block[:end]``, without
     joining them (a copy of the whole chunk, tens of MB, each time).
 
@@ -142,21 +142,17 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
     back); compressed input, which cannot seek, carries it.  The bytes after
     ``end`` are the start of the next chunk's first line.  ``ramp``: the
     blocks after the first grow from a quarter of ``chunk_bytes`` (the
-    workers start sooner when a block takes long to decompress).  ``taper``:
-    a plain file's last blocks shrink to half of what is left, down to an
-    eighth of ``chunk_bytes`` (the workers then finish at about the same
-    time, and the caller has little left to do after them).
+    workers start sooner when a block takes long to decompress).  (Shrinking
+    a plain file's last blocks, so that the workers finish together, cost
+    more than it saved: each chunk has fixed costs.)
     """
     carry = b""
     sizes = [first_bytes or chunk_bytes] + ([max(1, chunk_bytes // 4), max(1, chunk_bytes // 2)] if ramp else [])
     try:
         with _open_binary(src) as f:
             seekable = src.compression == "none" and f.seekable()
-            total = os.fstat(f.fileno()).st_size if seekable and taper else 0
             while True:
                 want = sizes.pop(0) if sizes else chunk_bytes
-                if total:  # the last blocks shrink: the workers finish together, and little is left after them
-                    want = min(want, max(chunk_bytes // 8, (total - f.tell()) // 2))
                 block = f.read(want)
                 if not block:
                     break

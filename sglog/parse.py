@@ -469,7 +469,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
                 # (lines are counted by the workers as they split them: each numbers its chunk's
                 # lines once the chunk before it has been split)
-                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none", taper=True)
+                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none")
                 lead = True
                 prev = _Numbering.start()
                 while True:
