@@ -453,7 +453,8 @@ def _split_points(log: ParsedLog, index: dict[str, list[int]] | None = None) -> 
     ranks_loaded: set[str] = set()
     events = log.events
     # only these kinds move the state; an event of any other kind only ends a pending command line
-    # (seen below as a gap between the positions looked at)
+    # (seen below as a gap between the positions looked at).  (_STARTUP_KINDS: the startup phases'
+    # kinds, defined with _startup below; an older set of the same name here was never in effect.)
     if index is None:
         index = kind_positions(events)
     looked_at = {"comment", "blank", "launch_command", "server_args", "init_dist_begin", "weight_load_begin", "server_ready", *_CRASH_KINDS, *_STARTUP_KINDS}
