@@ -152,8 +152,7 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
         with _open_binary(src) as f:
             seekable = src.compression == "none" and f.seekable()
             while True:
-                want = sizes.pop(0) if sizes else chunk_bytes
-                block = f.read(want)
+                block = f.read(sizes.pop(0) if sizes else chunk_bytes)
                 if not block:
                     break
                 cut = block.rfind(b"\n")

@@ -344,7 +344,7 @@ def parse_source(
         if len(mine) > _INSERT_MAX and frames:
             by_chunk: dict[int, list[Event]] = {}
             for e in mine:
-                by_chunk.setdefault(max(0, bisect.bisect_right(starts, e.line) - 1), []).append(e)
+                by_chunk.setdefault(bisect.bisect_right(starts, e.line) - 1, []).append(e)
             for i, evs in by_chunk.items():
                 frames[i] = _insert_rows(frames[i], _hot_frame(evs, keep_text))
             mine = []

@@ -441,60 +441,70 @@ def _rank_key(label: str):
 # ------------------------------------------------------------------ splitting
 
 _CRASH_KINDS = {"sigquit", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "scheduler_dead"}
+# the startup phases' kinds (also the ones that tell a run has begun starting up)
+_STARTUP_KINDS = frozenset({"init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end"})
+
+
+class _Splitter:
+    """The state ``_split_points`` walks through, one event at a time (``step``)."""
+
+    # the kinds that move the state; an event of any other kind only ends a pending command line
+    MOVING = frozenset({"comment", "blank", "launch_command", "server_args", "init_dist_begin", "weight_load_begin", "server_ready", *_CRASH_KINDS, *_STARTUP_KINDS})
+
+    def __init__(self) -> None:
+        self.starts = [1]
+        self.seen_args = False
+        self.seen_startup = False
+        self.ended = False  # ready or crashed
+        self.pending_command: int | None = None
+        self.ranks_loaded: set[str] = set()
+
+    def step(self, e: Event) -> None:
+        k = e.kind
+        if k in ("comment", "blank"):
+            return
+        if k == "launch_command":
+            if self.seen_args or self.seen_startup or self.pending_command is None:
+                self.pending_command = e.line
+            return
+        new = False
+        if k == "server_args":
+            new = self.seen_args or self.seen_startup
+        elif k in ("init_dist_begin", "weight_load_begin") and self.ended:
+            new = k == "init_dist_begin" or (e.rank.label if e.rank else "") in self.ranks_loaded
+        if new:
+            pending = self.pending_command
+            self.starts.append(pending if pending and pending > self.starts[-1] else e.line)
+            self.seen_args = self.seen_startup = self.ended = False
+            self.ranks_loaded = set()
+        self.pending_command = None
+        if k == "server_args":
+            self.seen_args = True
+        if k in _STARTUP_KINDS:
+            self.seen_startup = True
+        if k == "weight_load_begin":
+            self.ranks_loaded.add(e.rank.label if e.rank else "")
+        if k in ("server_ready", "sigquit", "scheduler_dead") or (k in _CRASH_KINDS and self.seen_startup):
+            self.ended = True
 
 
 def _split_points(log: ParsedLog, index: dict[str, list[int]] | None = None) -> list[int]:
-    """First line of each run in one file (``index``: ``kind_positions(log.events)``, if known)."""
-    starts = [1]
-    seen_args = False
-    seen_startup = False
-    ended = False  # ready or crashed
-    pending_command: int | None = None
-    ranks_loaded: set[str] = set()
+    """First line of each run in one file (``index``: ``kind_positions(log.events)``, if known).
+
+    Only the events of the kinds that move the splitter are stepped through; a gap between their
+    positions stands for the other events, each of which would only end a pending command line.
+    """
     events = log.events
-    # only these kinds move the state; an event of any other kind only ends a pending command line
-    # (seen below as a gap between the positions looked at).  (_STARTUP_KINDS: the startup phases'
-    # kinds, defined with _startup below; an older set of the same name here was never in effect.)
     if index is None:
         index = kind_positions(events)
-    looked_at = {"comment", "blank", "launch_command", "server_args", "init_dist_begin", "weight_load_begin", "server_ready", *_CRASH_KINDS, *_STARTUP_KINDS}
+    sp = _Splitter()
     prev = -1
-    for i in sorted(i for k in looked_at for i in index.get(k, ())):
+    for i in sorted(i for k in _Splitter.MOVING for i in index.get(k, ())):
         if i != prev + 1:
-            pending_command = None
+            sp.pending_command = None
         prev = i
-        e = events[i]
-        k = e.kind
-        if k in ("comment", "blank"):
-            continue
-        if k == "launch_command":
-            if seen_args or seen_startup:
-                pending_command = e.line
-            elif pending_command is None:
-                pending_command = e.line
-            continue
-        new = False
-        if k == "server_args":
-            if seen_args or seen_startup:
-                new = True
-        elif k in ("init_dist_begin", "weight_load_begin") and ended:
-            label = e.rank.label if e.rank else ""
-            if k == "init_dist_begin" or label in ranks_loaded:
-                new = True
-        if new:
-            starts.append(pending_command if pending_command and pending_command > starts[-1] else e.line)
-            seen_args = seen_startup = ended = False
-            ranks_loaded = set()
-        pending_command = None if k != "launch_command" else pending_command
-        if k == "server_args":
-            seen_args = True
-        if k in _STARTUP_KINDS:
-            seen_startup = True
-        if k == "weight_load_begin":
-            ranks_loaded.add(e.rank.label if e.rank else "")
-        if k in ("server_ready", "sigquit", "scheduler_dead") or (k in _CRASH_KINDS and seen_startup):
-            ended = True
-    return sorted(set(starts))
+        sp.step(events[i])
+    return sorted(set(sp.starts))
 
 
 def _slice_frame(frame: pl.DataFrame, lo: int, hi: int, file: str) -> pl.DataFrame:
@@ -729,9 +739,6 @@ def guess_version(run: Run) -> str | None:
 
 
 # ------------------------------------------------------------------ startup
-
-
-_STARTUP_KINDS = frozenset({"init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end"})
 
 
 def _startup(run: Run) -> Startup:

@@ -227,40 +227,14 @@ def test_runs_and_timeline_commands(tmp_path):
 
 
 def _reference_split_points(events) -> list[int]:
-    """_split_points as a plain loop over every event (the index only skips kinds that cannot move it)."""
-    from sglog.runs import _CRASH_KINDS, _STARTUP_KINDS
+    """_split_points as a plain loop stepping through every event (the index only skips kinds
+    that cannot move the splitter)."""
+    from sglog.runs import _Splitter
 
-    starts = [1]
-    seen_args = seen_startup = ended = False
-    pending_command = None
-    ranks_loaded: set[str] = set()
+    sp = _Splitter()
     for e in events:
-        k = e.kind
-        if k in ("comment", "blank"):
-            continue
-        if k == "launch_command":
-            if seen_args or seen_startup or pending_command is None:
-                pending_command = e.line
-            continue
-        new = False
-        if k == "server_args":
-            new = seen_args or seen_startup
-        elif k in ("init_dist_begin", "weight_load_begin") and ended:
-            new = k == "init_dist_begin" or (e.rank.label if e.rank else "") in ranks_loaded
-        if new:
-            starts.append(pending_command if pending_command and pending_command > starts[-1] else e.line)
-            seen_args = seen_startup = ended = False
-            ranks_loaded = set()
-        pending_command = None
-        if k == "server_args":
-            seen_args = True
-        if k in _STARTUP_KINDS:
-            seen_startup = True
-        if k == "weight_load_begin":
-            ranks_loaded.add(e.rank.label if e.rank else "")
-        if k in ("server_ready", "sigquit", "scheduler_dead") or (k in _CRASH_KINDS and seen_startup):
-            ended = True
-    return sorted(set(starts))
+        sp.step(e)
+    return sorted(set(sp.starts))
 
 
 def test_split_points_equal_a_loop_over_every_event():
