@@ -367,12 +367,18 @@ def _std_ts(text: pl.Expr) -> pl.Expr:
 
 
 def _with_ranks(df: pl.DataFrame) -> pl.DataFrame:
-    """``_ranks`` (' TP3', None) -> rank label + one column per axis, as Rank.parse reads them."""
-    labels, axes = _rank_table(tuple(sorted(r for r in df.get_column("_ranks").unique().to_list() if r)))
-    r = pl.col("_ranks")
-    cols = [r.replace_strict(labels, default=None, return_dtype=pl.String).alias("rank")]
+    """``_ranks`` (' TP3', None) -> rank label + one column per axis, as Rank.parse reads them.
+
+    A chunk has a handful of distinct tags: each row's tag becomes its index among them (an enum
+    cast), which picks the row's label and axis values from small tables (a string join per
+    column, ``replace_strict``, cost twice as much)."""
+    ranks = df.get_column("_ranks")
+    tags = sorted(t for t in ranks.unique().to_list() if t is not None)
+    labels, axes = _rank_table(tuple(t for t in tags if t))
+    code = ranks.cast(pl.Enum(tags)).to_physical()
+    cols = [pl.Series("rank", [labels.get(t) for t in tags], dtype=pl.String).gather(code)]
     # axes no line has stay null literals
-    cols += [r.replace_strict(axes[a], default=None, return_dtype=pl.Int64).alias(a) for a in RANK_AXES if a in axes]
+    cols += [pl.Series(a, [axes[a].get(t) for t in tags], dtype=pl.Int64).gather(code) for a in RANK_AXES if a in axes]
     cols += [pl.lit(None, pl.Int64).alias(a) for a in RANK_AXES if a not in axes]
     return df.with_columns(cols).drop("_ranks")
 
@@ -438,8 +444,11 @@ class LitPlan:
     the exemplar's exact head (``Decode batch, ``) and nothing after the last
     value but, as 0.4.9-0.5.8 print, ``", "``.  ``regex`` (no groups: the fast
     DFA) checks the whole line; the values are then cut out by splitting at
-    ``", "``: keys and values have no ``", "``, so part ``i + head_commas`` is
-    ``key_i: value_i`` (a trailing ``", "`` adds an empty last part).  A line the
+    ``","`` (a one-byte pattern: a third cheaper than ``", "``): the envelope,
+    keys and values have no comma, and the head none but its last ``", "``, so
+    part ``i + head_commas`` is `` key_i: value_i`` (a trailing ``", "`` adds a
+    last part, which is not read), and the value is what follows the key's
+    ``" key: "`` (a byte prefix: cheaper than a character slice).  A line the
     regex does not take goes on to the capture-group reading (``Shape.regex``).
     """
 
@@ -577,10 +586,10 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
     if kind not in BATCH_KINDS or None in vclasses or re.search(r"[0-9]", head):
         return None  # (a digit in the head varies per line, and so do the head's fields; an 'a -> b' value is two groups)
     commas = head.count(", ")
-    if "] " in head or ": " in head or (commas and not (commas == 1 and head.endswith(", "))):
+    if "] " in head or ": " in head or head.count(",") != commas or (commas and not (commas == 1 and head.endswith(", "))):
         return None
     keys = [k for k, _v in pairs]
-    if any(", " in k or ": " in k or not k for k in keys):
+    if any("," in k or ": " in k or not k for k in keys):
         return None
     values = [f"{grammar.escape(k)}: (?:{vc})" for (k, _v), vc in zip(pairs, vclasses)]
     regex = _std_envelope() + grammar.escape(head) + ", ".join(values) + "(?:, )?$"
@@ -733,14 +742,14 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
 def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.DataFrame, pl.Series | None]:
     """Rows a whole-line shape matched -> (typed frame like _apply_shapes', rows whose ints fit Int64 or None if all).
 
-    The line is split once into a struct of its ``", "`` parts (``split_exact``: no list column
-    to index); an int too long for Int64 (Python's int has no limit) casts to null, and only
+    The line is split once into a struct of its comma-separated parts (see ``LitPlan``;
+    ``split_exact``: no list column to index); an int too long for Int64 (Python's int has no limit) casts to null, and only
     then are the rows told apart (the regex allows nothing else a cast could refuse).
     """
     plan = shape.lit
     assert plan is not None
     raw = pl.col("raw")
-    parts = raw.str.split_exact(", ", len(plan.keys) + plan.head_commas - 1)
+    parts = raw.str.split_exact(",", len(plan.keys) + plan.head_commas - 1)
     if plan.head_commas:  # '[env] HEAD' is part 0: its '] ' sits before the head (the envelope is ASCII)
         pos = parts.struct.field("field_0").str.len_bytes() - (len(plan.head[:-2].encode()) + 2)
     else:
@@ -756,7 +765,7 @@ def _lit_frame(rows: pl.DataFrame, shape: Shape, keep_text: bool) -> tuple[pl.Da
         if i == 0 and not plan.head_commas:  # '[env] HEADkey: value'
             v = part("field_0").str.slice(pos + (2 + len(plan.head) + len(key) + 2))
         else:
-            v = part(f"field_{i + plan.head_commas}").str.slice(len(key) + 2)
+            v = part(f"field_{i + plan.head_commas}").str.strip_prefix(f" {key}: ")  # (bytes: no character count)
         if dt == pl.Boolean:
             values[name] = (v == "True").alias(name)
         else:
