@@ -22,6 +22,25 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+def preload(*modules: str) -> None:
+    """Import ``modules`` in a background thread while this one reads the logs: the 1M-line
+    diagnosis ends by rendering with rich, whose import (~40 ms) would otherwise follow the
+    reading on one core (#7).  Only third-party modules the reading never imports, so neither
+    thread waits on a module the other is importing; a failed import is left for the command's
+    own import to report."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                return
+
+    threading.Thread(target=load, name="sglog-preload", daemon=True).start()
+
+
 def stderr_console():
     from rich.console import Console
 

@@ -12,6 +12,11 @@ import typer
 from sglog.cli import app
 
 
+# render_rich's third-party imports, loaded while the logs are read (see _common.preload;
+# tests/test_startup.py checks that the reading imports none of what they import)
+RENDER_IMPORTS = ("rich.console", "rich.padding", "rich.text")
+
+
 class DiagnoseFormat(str, Enum):
     rich = "rich"
     json = "json"
@@ -67,6 +72,10 @@ def diagnose(
         choose(select, ignore)
     except KeyError as e:
         raise UsageError(e.args[0]) from None
+    if fmt == DiagnoseFormat.rich:
+        from sglog.commands._common import preload
+
+        preload(*RENDER_IMPORTS)
     parsed = [parse_file(p) for p in logs]
     ok, coverage = looks_like_sglang(parsed)
     if not ok:

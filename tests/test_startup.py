@@ -1,0 +1,44 @@
+"""What the diagnose command loads while it reads the logs (#7: start-up and the end of a run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
+
+# the modules the command has loaded when it starts reading (commands/diagnose.py), then either
+# the reading or the preload of render_rich's imports
+_PROBE = """
+import importlib, json, sys
+import sglog.cli
+import sglog.commands.diagnose as cmd
+from sglog.diagnose import diagnose_runs, looks_like_sglang
+from sglog.parse import parse_file
+from sglog.runs import build_runs
+from sglog.rules import choose
+before = set(sys.modules)
+if sys.argv[1] == "read":
+    parse_file(sys.argv[2])
+else:
+    for name in cmd.RENDER_IMPORTS:
+        importlib.import_module(name)
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def _loaded(what: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, what, str(LOG)], capture_output=True, text=True, check=True, cwd=ROOT)
+    return set(json.loads(out.stdout))
+
+
+def test_preloaded_render_modules_share_no_import_with_the_reading():
+    # the preload thread imports while the main thread reads: a module both threads import could
+    # make one wait on the other's module lock (or, in a cycle, fail as a deadlock)
+    read, render = _loaded("read"), _loaded("render")
+    assert "rich.console" in render
+    assert not read & render, sorted(read & render)
+
