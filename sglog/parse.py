@@ -516,9 +516,11 @@ _WARM_MESSAGES = (
 
 
 def _warm_parser() -> None:
-    """Load the lark parser and build its common scanners (lark builds a contextual lexer's
-    scanners on first use; sglog/recache.py keeps their regexes), so the first chunk's worker
-    does not wait for that."""
+    """Load the compiled patterns sglog derives from the grammar (sglog/recache.py, ~20 ms) and
+    the lark parser, and build its common scanners (lark builds a contextual lexer's scanners on
+    first use; recache keeps their regexes), so the first chunk's worker, which needs them all
+    once it has split its lines, does not load them itself."""
+    grammar.re_compile(fastpath._STD_TS)
     for m in _WARM_MESSAGES:
         messages.parse_message(m)
 
