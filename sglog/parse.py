@@ -394,6 +394,13 @@ FIRST_CHUNK_BYTES = 1 << 20
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
 
+@dataclass
+class _Lead:
+    """The first chunk, for the caller to read (``work``'s arguments)."""
+
+    args: tuple
+
+
 class _Numbering:
     """Where a chunk's lines end: the next chunk's first line number, once its lines are split."""
 
@@ -419,8 +426,10 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     """(vectorised reading of a chunk, its line count), in order, ``threads`` chunks at a time.
 
     A reader thread reads (and decompresses: zlib and zstd release the GIL);
-    worker threads split and number the lines and run the polars reading; the caller folds
-    the rest meanwhile.  At most ``threads + AHEAD`` chunks are in flight.
+    worker threads split and number the lines and run the polars reading; the caller reads
+    the small first chunk (which teaches the shape book: the workers wait for that once they
+    have split their chunks' lines), then folds the rest meanwhile.  At most
+    ``threads + AHEAD`` chunks are in flight.
     """
     import queue
     from concurrent.futures import ThreadPoolExecutor
@@ -469,6 +478,8 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
                 # (lines are counted by the workers as they split them: each numbers its chunk's
                 # lines once the chunk before it has been split)
+                # (the first chunk is read by the caller itself, which has nothing else to do until
+                # it is: the workers meanwhile split the next two chunks into lines)
                 chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none")
                 lead = True
                 prev = _Numbering.start()
@@ -480,7 +491,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     if chunk is None:
                         break
                     mine = _Numbering()
-                    pending.put(pool.submit(work, head, chunk, end, prev, mine, lead))
+                    pending.put(_Lead((head, chunk, end, prev, mine)) if lead else pool.submit(work, head, chunk, end, prev, mine))
                     prev = mine
                     lead = False
                     del chunk
@@ -490,7 +501,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
         thread = threading.Thread(target=reader, name="sglog-input", daemon=True)
         thread.start()
-        _warm_parser()  # (while the first chunk is split and read by polars, which needs no GIL)
+        _warm_parser()  # (while the first chunk is read from the input)
         try:
             while True:
                 item = pending.get()
@@ -498,7 +509,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     break
                 if isinstance(item, BaseException):
                     raise item
-                res = item.result()
+                res = work(*item.args, lead=True) if isinstance(item, _Lead) else item.result()
                 slots.release()
                 yield res
         finally:
