@@ -396,7 +396,7 @@ AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait f
 
 @dataclass
 class _Lead:
-    """The first chunk, for the caller to read (``work``'s arguments)."""
+    """The first chunk, for the caller to read (``work``'s arguments; its lines already split)."""
 
     args: tuple
 
@@ -438,10 +438,11 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     taught = threading.Event()  # the first chunk has been read: the shape book knows the common shapes
 
-    def work(head: bytes, chunk: bytes, end: int, prev: _Numbering, mine: _Numbering, lead: bool = False) -> tuple[fastpath.ChunkResult, int]:
+    def work(head: bytes, chunk: bytes, end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
         try:
             try:
-                raw = fastpath.read_lines(chunk, end, head)
+                if raw is None:
+                    raw = fastpath.read_lines(chunk, end, head)
                 first = prev.wait()  # (the chunks before this one were split: its first line's number)
                 mine.next = first + len(raw)
             finally:
@@ -491,7 +492,10 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     if chunk is None:
                         break
                     mine = _Numbering()
-                    pending.put(_Lead((head, chunk, end, prev, mine)) if lead else pool.submit(work, head, chunk, end, prev, mine))
+                    if lead:  # (split here, while the caller loads the parser)
+                        pending.put(_Lead((head, b"", 0, prev, mine, True, fastpath.read_lines(chunk, end, head))))
+                    else:
+                        pending.put(pool.submit(work, head, chunk, end, prev, mine))
                     prev = mine
                     lead = False
                     del chunk
@@ -509,7 +513,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     break
                 if isinstance(item, BaseException):
                     raise item
-                res = work(*item.args, lead=True) if isinstance(item, _Lead) else item.result()
+                res = work(*item.args) if isinstance(item, _Lead) else item.result()
                 slots.release()
                 yield res
         finally:
