@@ -535,7 +535,7 @@ def _warm_parser() -> None:
     the lark parser, and build its common scanners (lark builds a contextual lexer's scanners on
     first use; recache keeps their regexes), so the first chunk's worker, which needs them all
     once it has split its lines, does not load them itself."""
-    grammar.re_compile(fastpath._STD_TS)
+    grammar.load_pattern_cache()
     for m in _WARM_MESSAGES:
         messages.parse_message(m)
 
