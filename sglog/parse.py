@@ -533,8 +533,8 @@ _WARM_MESSAGES = (
 def _warm_parser() -> None:
     """Load the compiled patterns sglog derives from the grammar (sglog/recache.py, ~20 ms) and
     the lark parser, and build its common scanners (lark builds a contextual lexer's scanners on
-    first use; recache keeps their regexes), so the first chunk's worker, which needs them all
-    once it has split its lines, does not load them itself."""
+    first use; recache keeps their regexes): the first chunk's reading needs them all, and the
+    reader thread splits that chunk's lines meanwhile."""
     grammar.load_pattern_cache()
     for m in _WARM_MESSAGES:
         messages.parse_message(m)
