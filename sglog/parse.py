@@ -19,6 +19,7 @@ its tree with their own token text.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 from collections import Counter
@@ -394,13 +395,6 @@ FIRST_CHUNK_BYTES = 1 << 20
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
 
-@dataclass
-class _Lead:
-    """The first chunk, for the caller to read (``work``'s arguments; its lines already split)."""
-
-    args: tuple
-
-
 class _Numbering:
     """Where a chunk's lines end: the next chunk's first line number, once its lines are split."""
 
@@ -492,8 +486,8 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     if chunk is None:
                         break
                     mine = _Numbering()
-                    if lead:  # (split here, while the caller loads the parser)
-                        pending.put(_Lead((head, b"", 0, prev, mine, True, fastpath.read_lines(chunk, end, head))))
+                    if lead:  # (a call for the caller to make; the lines split here, while it loads the parser)
+                        pending.put(functools.partial(work, head, b"", 0, prev, mine, lead=True, raw=fastpath.read_lines(chunk, end, head)))
                     else:
                         pending.put(pool.submit(work, head, chunk, end, prev, mine))
                     prev = mine
@@ -513,7 +507,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     break
                 if isinstance(item, BaseException):
                     raise item
-                res = work(*item.args) if isinstance(item, _Lead) else item.result()
+                res = item() if isinstance(item, functools.partial) else item.result()
                 slots.release()
                 yield res
         finally:
@@ -693,7 +687,6 @@ def parse_files(names: list[str], *, jobs: int | None = None, **kw) -> list[Pars
 def _no_gc(fn):
     """Run without the cyclic garbage collector: a parse makes ~100k acyclic objects that it
     keeps, and generation scans of them cost ~5% of the run."""
-    import functools
     import gc
 
     @functools.wraps(fn)
