@@ -585,8 +585,8 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
     """The whole-line reading of a batch shape, when its head and keys allow splitting at ', '."""
     if kind not in BATCH_KINDS or None in vclasses or re.search(r"[0-9]", head):
         return None  # (a digit in the head varies per line, and so do the head's fields; an 'a -> b' value is two groups)
-    commas = head.count(", ")
-    if "] " in head or ": " in head or head.count(",") != commas or (commas and not (commas == 1 and head.endswith(", "))):
+    commas = head.count(",")  # (the lines are split at every comma: the head may end with ", " only)
+    if "] " in head or ": " in head or commas > 1 or (commas and not head.endswith(", ")):
         return None
     keys = [k for k, _v in pairs]
     if any("," in k or ": " in k or not k for k in keys):
