@@ -625,7 +625,7 @@ def _make_run(index: int, group: list[_Piece]) -> Run:
         index_in_file=group[0].index_in_file,
     )
     if len(group) == 1 and group[0].by_kind is not None:
-        run._memo["by_kind"] = group[0].by_kind
+        run.memo("by_kind", lambda _run: group[0].by_kind)  # (the file's index: the same events)
     run.ranks = _ranks(run)
     run.version = guess_version(run)
     run.startup = _startup(run)
