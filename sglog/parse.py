@@ -395,6 +395,19 @@ FIRST_CHUNK_BYTES = 1 << 20
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
 
+def even_blocks(rest: int, size: int, workers: int) -> int:
+    """A block size near ``size`` that cuts ``rest`` bytes into a multiple of ``workers`` blocks of
+    about the same size, so that the workers finish together (a short last block left one worker
+    idle while the other read a full one: ~0.1 s of a 1M-line file's 2 s).  Blocks end at their last
+    newline, so each is a little shorter than the size: a margin keeps those remainders in the last
+    block instead of a tiny extra one (each chunk has ~45 ms of fixed costs)."""
+    if rest <= (4 << 20) or workers <= 1:
+        return size  # (a small rest: one block, no second set of fixed costs)
+    n = -(-rest // size)
+    n = -(-n // workers) * workers
+    return min(size, -(-rest // n) + (64 << 10))
+
+
 class _Numbering:
     """Where a chunk's lines end: the next chunk's first line number, once its lines are split."""
 
@@ -475,7 +488,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # lines once the chunk before it has been split)
                 # (the first chunk is read by the caller itself, which has nothing else to do until
                 # it is: the workers meanwhile split the next two chunks into lines)
-                chunks = iter_raw_chunks(src, size, first_bytes=min(size, FIRST_CHUNK_BYTES), ramp=src.compression != "none")
+                first = min(size, FIRST_CHUNK_BYTES)
+                block = size if src.compression != "none" else even_blocks(src.size - first, size, workers)
+                chunks = iter_raw_chunks(src, block, first_bytes=first, ramp=src.compression != "none")
                 lead = True
                 prev = _Numbering.start()
                 while True:
