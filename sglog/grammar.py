@@ -65,11 +65,6 @@ def save_caches() -> None:
         _own_regexes().save()
 
 
-@functools.cache
-def _definitions():
-    return _disk_cached("definitions", _load_definitions)
-
-
 def _load_definitions():
     from lark.load_grammar import load_grammar
 
@@ -77,6 +72,38 @@ def _load_definitions():
     terms = {name: tree for name, (tree, _prio) in grammar.term_defs}
     rules = {name: tree for name, _params, tree, _opts in grammar.rule_defs}
     return terms, rules
+
+
+@functools.cache
+def _derived() -> dict:
+    """Every terminal's regex and every flat rule's, derived from the grammar once and kept on disk
+    as plain strings (loading the grammar's trees instead, to derive them at each start, cost ~30 ms
+    of unpickling before the first chunk could be read)."""
+    return _disk_cached("derived", _derive_all)
+
+
+def _derive_all() -> dict:
+    terms, rules = _load_definitions()
+    pats: dict[str, str] = {}
+
+    def term(name: str) -> str:
+        if name not in pats:
+            pats[name] = _terminal_regex(terms[name], term)
+        return pats[name]
+
+    out_terms: dict[str, str | ValueError] = {}
+    for name in terms:
+        try:
+            out_terms[name] = term(name)
+        except ValueError as e:
+            out_terms[name] = ValueError(str(e))
+    flat: dict[str, str | ValueError] = {}
+    for rule, tree in rules.items():
+        try:
+            flat[rule] = _flat_regex(rule, tree, term)
+        except ValueError as e:
+            flat[rule] = ValueError(str(e))
+    return {"terms": out_terms, "flat": flat}
 
 
 _MISSING = object()
@@ -132,45 +159,55 @@ def escape(text: str) -> str:
 
 
 def terminal_names() -> list[str]:
-    return list(_definitions()[0])
+    return list(_derived()["terms"])
 
 
-@functools.cache
 def terminal_pattern(name: str) -> str:
-    """The regex of terminal ``name`` (no flags other than inline ones)."""
-    tree = _definitions()[0][name]
-    parts = []
-    for expansion in tree.children:  # expansions -> expansion -> value -> literal
-        seq = []
-        for value in expansion.children:
-            seq.append(_value_regex(value))
-        parts.append("".join(seq))
-    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    """The regex of terminal ``name`` (no flags other than inline ones); KeyError if there is none."""
+    return _value_or_raise(_derived()["terms"][name])
 
 
-def _value_regex(node) -> str:
-    if getattr(node, "data", None) == "value":
-        node = node.children[0]
-    if getattr(node, "data", None) == "literal":
-        return _literal_regex(node.children[0])
-    if getattr(node, "data", None) == "expansions":  # a group (a | b)
-        return "(?:" + "|".join("".join(_value_regex(v) for v in e.children) for e in node.children) + ")"
-    if getattr(node, "data", None) == "expansion":
-        return "".join(_value_regex(v) for v in node.children)
-    if type(node).__name__ in ("Terminal", "NonTerminal"):
-        return "(?:" + terminal_pattern(node.name) + ")"
-    raise ValueError(f"cannot compile {node!r}")
-
-
-@functools.cache
 def flat_rule_regex(rule: str) -> str:
     """Compile a flat rule into an anchored regex with a named group per terminal.
 
     A flat rule is a single sequence of string literals and terminals, each
     terminal optional at most once (``X?``).  Group names are the terminal
-    names in lower case.
+    names in lower case.  ValueError for a rule that is not flat.
     """
-    tree = _definitions()[1][rule]
+    return _value_or_raise(_derived()["flat"][rule])
+
+
+def _value_or_raise(v):
+    if isinstance(v, ValueError):
+        raise ValueError(*v.args)
+    return v
+
+
+def _terminal_regex(tree, term) -> str:
+    parts = []
+    for expansion in tree.children:  # expansions -> expansion -> value -> literal
+        seq = []
+        for value in expansion.children:
+            seq.append(_value_regex(value, term))
+        parts.append("".join(seq))
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _value_regex(node, term) -> str:
+    if getattr(node, "data", None) == "value":
+        node = node.children[0]
+    if getattr(node, "data", None) == "literal":
+        return _literal_regex(node.children[0])
+    if getattr(node, "data", None) == "expansions":  # a group (a | b)
+        return "(?:" + "|".join("".join(_value_regex(v, term) for v in e.children) for e in node.children) + ")"
+    if getattr(node, "data", None) == "expansion":
+        return "".join(_value_regex(v, term) for v in node.children)
+    if type(node).__name__ in ("Terminal", "NonTerminal"):
+        return "(?:" + term(node.name) + ")"
+    raise ValueError(f"cannot compile {node!r}")
+
+
+def _flat_regex(rule: str, tree, term) -> str:
     if len(tree.children) != 1:
         raise ValueError(f"rule {rule} has alternatives; not flat")
     out = []
@@ -185,7 +222,7 @@ def flat_rule_regex(rule: str) -> str:
         if getattr(node, "data", None) == "literal":
             piece = _literal_regex(node.children[0])
         elif type(node).__name__ == "Terminal":
-            piece = f"(?P<{node.name.lower()}>{terminal_pattern(node.name)})"
+            piece = f"(?P<{node.name.lower()}>{term(node.name)})"
         else:
             raise ValueError(f"rule {rule}: {node!r} is not a literal or terminal")
         out.append(f"(?:{piece})?" if optional else piece)
