@@ -314,18 +314,26 @@ def _sentence(s: str) -> str:
 
 
 def _kv_failures(run) -> list:
-    out = []
-    for e in run.events:
-        kind, text = e.kind, e.text
-        if kind == "kv_transfer_failed":
-            out.append(e)
-        elif text and kind != "uvicorn_log" and kind != "http_access":
-            cut = text.find("\n")  # (the first line: tens of thousands of events, no list per event)
-            low = (text if cut < 0 else text[:cut]).lower()
-            # (every pattern holds 'transfer' or 'fail': two scans in C spare most events the rest)
-            if ("transfer" in low or "fail" in low) and facts.has_any(low, KV_TRANSFER_PATTERNS):
-                out.append(e)
-    return out
+    """kv_transfer_failed events and events of other kinds whose first line names a KV transfer
+    failure, in ``events`` order."""
+    events = run.events
+    hits = list(run.by_kind.get("kv_transfer_failed", ()))
+    for kind, positions in run.by_kind.items():
+        if kind in ("kv_transfer_failed", "uvicorn_log", "http_access"):
+            continue
+        texts = [events[i].text for i in positions]
+        # a kind's texts screened at once (tens of thousands of retraction and GC lines: one
+        # lower() and two scans in C; every pattern holds 'transfer' or 'fail'); only a kind
+        # where one shows is read event by event
+        low = "\n".join(t for t in texts if t).lower()
+        if "transfer" not in low and "fail" not in low:
+            continue
+        for i, text in zip(positions, texts):
+            if text:
+                cut = text.find("\n")
+                if facts.has_any((text if cut < 0 else text[:cut]).lower(), KV_TRANSFER_PATTERNS):
+                    hits.append(i)
+    return [events[i] for i in sorted(hits)]
 
 
 class KvTransferFailed(Rule):
