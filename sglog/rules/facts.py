@@ -270,8 +270,9 @@ def _rank_began(run, rc, phase: str | None) -> bool:
 def context_text(run, rc, before: int = 5) -> str:
     """Lower-cased exception text plus the unstructured lines just before it (e.g. a HIP/HSA abort line)."""
     parts = [lower_blob(rc)]
-    for e in run.events:
-        if e.file == rc.file and rc.line - before <= e.line < rc.line and e.kind not in ("blank", "http_access", "progress", "python_warning"):
+    lo, hi, file = rc.line - before, rc.line, rc.file
+    for e in run.events:  # (tens of thousands of events: the line test first, the cheapest)
+        if lo <= e.line < hi and e.file == file and e.kind not in ("blank", "http_access", "progress", "python_warning"):
             parts.append((e.text or "").lower())
     return "\n".join(parts)
 
