@@ -1151,6 +1151,36 @@ class ChunkResult:
     counts: Counter = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
 
 
+TEACH_LINES = 2000  # batch lines of the first chunk that teach the shape book (fastpath.teach)
+
+
+def teach(df: pl.DataFrame, book: ShapeBook) -> None:
+    """Derive the shapes of these lines' batch lines (the first ``TEACH_LINES``) into the book, without
+    reading the lines, so that the workers can start on whole-line shapes before the first chunk is
+    read (that reading is ~0.1 s, mostly fixed costs; this, a few lark parses).
+
+    Each line that no shape known so far matches is an exemplar (as in ``read_family``; at most
+    ``MAX_NEW_SHAPES`` per kind).  Whatever this misses, a chunk's own reading derives; whatever it
+    gets wrong, a chunk's lark samples retire (parse._read_checked)."""
+    heads = _family_heads()
+    kinds = [k for k in BATCH_KINDS if k in heads and k in _NEEDLES]
+    if not kinds or not df.height:
+        return
+    raw = df.get_column("raw")
+    lines = raw.filter(raw.str.contains(r"^\[[^\]]*\] (?:" + "|".join(_NEEDLES[k] for k in kinds) + ")")).head(TEACH_LINES).to_list()
+    known: dict[str, list[re.Pattern]] = {k: [grammar.re_compile(sh.regex) for sh in book.shapes.get(k, [])] for k in kinds}
+    tries = dict.fromkeys(kinds, 0)
+    for line in lines:
+        msg = line.partition("] ")[2]  # (the first '] ' ends the envelope, as in with_envelope)
+        kind = next(k for k in kinds if msg.startswith(_NEEDLES[k]))
+        if tries[kind] >= MAX_NEW_SHAPES or any(r.match(msg) for r in known[kind]):
+            continue
+        tries[kind] += 1
+        shape = book.derive((kind,), msg)
+        if shape is not None:
+            known[kind].append(grammar.re_compile(shape.regex))
+
+
 def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:
     """frame(line, raw) -> the vectorised reading of one chunk."""
     samples: list[tuple[Shape | None, int]] = []

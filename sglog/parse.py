@@ -434,8 +434,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     A reader thread reads (and decompresses: zlib and zstd release the GIL);
     worker threads split and number the lines and run the polars reading; the caller reads
-    the small first chunk (which teaches the shape book: the workers wait for that once they
-    have split their chunks' lines), then folds the rest meanwhile.  At most
+    the small first chunk, whose batch lines first teach the shape book (``fastpath.teach``:
+    the workers wait for that once they have split their chunks' lines), then folds the rest
+    meanwhile.  At most
     ``threads + AHEAD`` chunks are in flight.
     """
     import queue
@@ -443,7 +444,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
 
-    taught = threading.Event()  # the first chunk has been read: the shape book knows the common shapes
+    taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
 
     def work(head: bytes, chunk: bytes, end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
         try:
@@ -456,7 +457,11 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 mine.ready.set()
             df = fastpath.with_line_numbers(raw, first)
             del raw
-            if not lead:
+            if lead:
+                if not taught.is_set():
+                    fastpath.teach(df, book)  # (the batch shapes first: the workers start on them)
+                    taught.set()
+            else:
                 taught.wait()
             res = _read_checked(df, book, keep_text, src.name)
             res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
@@ -480,9 +485,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
         def reader() -> None:
             try:
-                # a small first chunk teaches the shape book the common line shapes before the
-                # workers read full chunks (which then take the whole-line path); they split theirs
-                # into lines meanwhile (see work)
+                # a small first chunk's batch lines teach the shape book the common line shapes
+                # before the workers read full chunks (which then take the whole-line path); they
+                # split theirs into lines meanwhile (see work)
                 # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
                 # (lines are counted by the workers as they split them: each numbers its chunk's
                 # lines once the chunk before it has been split)

@@ -352,7 +352,7 @@ def test_generator_is_deterministic():
 def test_a_shape_that_reads_wrong_is_retired(odd_path, reference, monkeypatch):
     """If the vectorised reading of a shape ever differs from lark (a grammar or typing change
     the shape machinery does not know about), the per-chunk check retires it: lark reads those lines."""
-    real = fastpath._apply_shapes
+    real, real_lit = fastpath._apply_shapes, fastpath._lit_frame
 
     def wrong(todo, shapes, keep_text):
         out, left, samples = real(todo, shapes, keep_text)
@@ -360,7 +360,14 @@ def test_a_shape_that_reads_wrong_is_retired(odd_path, reference, monkeypatch):
             out = out.with_columns(pl.col("running_req") + 1)
         return out, left, samples
 
+    def wrong_lit(rows, shape, keep_text):  # (the whole-line reading of the same shapes)
+        out, ok = real_lit(rows, shape, keep_text)
+        if "running_req" in out.columns:
+            out = out.with_columns(pl.col("running_req") + 1)
+        return out, ok
+
     monkeypatch.setattr(fastpath, "_apply_shapes", wrong)
+    monkeypatch.setattr(fastpath, "_lit_frame", wrong_lit)
     log = parse_file(str(odd_path), keep_text=True, chunk_bytes=64 << 10)
     assert_same([norm(d) for d in log.iter_dicts()], reference)
     assert log.lines_fast < 0.5 * log.lines
@@ -488,3 +495,17 @@ def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkey
     for limit in (0, 1, 10_000):
         monkeypatch.setattr(parse, "_INSERT_MAX", limit)
         assert_same(dicts(odd_path, chunk_bytes=16 << 10), reference)
+
+
+def test_teach_derives_the_batch_shapes_before_any_chunk_is_read(odd_path):
+    """The first chunk's batch lines teach the book its whole-line shapes (a few lark parses): the
+    workers' chunks then take the plain batch lines whole-line, without reading the first chunk."""
+    df = fastpath.split_lines(odd_path.read_bytes(), 1)
+    book = fastpath.ShapeBook()
+    fastpath.teach(df, book)
+    for kind in ("decode_batch", "prefill_batch"):
+        assert any(sh.lit is not None for sh in book.shapes[kind]), kind
+    frames, _access, left, _samples = fastpath.read_lit(df, book, False)
+    plain = sum(f.height for f in frames)
+    assert plain > 0.5 * df.get_column("raw").str.contains(r"\] (?:Decode|Prefill) batch").sum()
+    assert left.height + plain + sum(a.height for a in _access) == df.height
