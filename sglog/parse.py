@@ -32,7 +32,7 @@ import polars as pl
 
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import RANK_AXES, Event, Rank, make
-from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, open_source
+from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, default_workers, open_source, prefetched, read_plan
 from sglog.records import Folder, Record
 
 _MEMO_MAX = 20000
@@ -391,21 +391,7 @@ def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
     return fastpath.concat_frames(pieces)
 
 
-FIRST_CHUNK_BYTES = 1 << 20
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
-
-
-def even_blocks(rest: int, size: int, workers: int) -> int:
-    """A block size near ``size`` that cuts ``rest`` bytes into a multiple of ``workers`` blocks of
-    about the same size, so that the workers finish together (a short last block left one worker
-    idle while the other read a full one: ~0.1 s of a 1M-line file's 2 s).  Blocks end at their last
-    newline, so each is a little shorter than the size: a margin keeps those remainders in the last
-    block instead of a tiny extra one (each chunk has ~45 ms of fixed costs)."""
-    if rest <= (4 << 20) or workers <= 1:
-        return size  # (a small rest: one block, no second set of fixed costs)
-    n = -(-rest // size)
-    n = -(-n // workers) * workers
-    return min(size, -(-rest // n) + (64 << 10))
 
 
 class _Numbering:
@@ -442,7 +428,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    workers = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
+    workers = threads if threads is not None else default_workers()
 
     taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
 
@@ -472,7 +458,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     if workers <= 1:
         prev = _Numbering.start()
-        for head, chunk, end in iter_raw_chunks(src, size):
+        for head, chunk, end in prefetched(src, size, workers) or iter_raw_chunks(src, *read_plan(src, size, workers)):
             mine = _Numbering()
             yield work(head, chunk, end, prev, mine, lead=True)
             prev = mine
@@ -493,9 +479,8 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # lines once the chunk before it has been split)
                 # (the first chunk is read by the caller itself, which has nothing else to do until
                 # it is: the workers meanwhile split the next two chunks into lines)
-                first = min(size, FIRST_CHUNK_BYTES)
-                block = size if src.compression != "none" else even_blocks(src.size - first, size, workers)
-                chunks = iter_raw_chunks(src, block, first_bytes=first, ramp=src.compression != "none")
+                # (blocks a command began to read while it imported the rest: inputs.prefetch)
+                chunks = prefetched(src, size, workers) or iter_raw_chunks(src, *read_plan(src, size, workers))
                 lead = True
                 prev = _Numbering.start()
                 while True:

@@ -497,6 +497,22 @@ def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkey
         assert_same(dicts(odd_path, chunk_bytes=16 << 10), reference)
 
 
+@pytest.mark.parametrize("rest", [0, 1 << 20, 4 << 20, 5 << 20, 31 << 20, 64 << 20, 183 << 20, 919 << 20])
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_even_blocks_give_each_worker_as_many_blocks_of_one_size(rest, workers):
+    from sglog.inputs import even_blocks
+
+    size = 32 << 20
+    block = even_blocks(rest, size, workers)
+    assert 0 < block <= size
+    if workers == 1 or rest <= (4 << 20):
+        assert block == size  # (a small rest stays one block: each chunk has fixed costs)
+        return
+    n = -(-rest // block)  # blocks the rest makes (each a little shorter: cut at its last newline)
+    assert n % workers == 0
+    assert rest - (n - 1) * block > 0.75 * block  # the last block is about a full one, not a runt
+
+
 def test_teach_derives_the_batch_shapes_before_any_chunk_is_read(odd_path):
     """The first chunk's batch lines teach the book its whole-line shapes (a few lark parses): the
     workers' chunks then take the plain batch lines whole-line, without reading the first chunk."""
@@ -509,3 +525,33 @@ def test_teach_derives_the_batch_shapes_before_any_chunk_is_read(odd_path):
     plain = sum(f.height for f in frames)
     assert plain > 0.5 * df.get_column("raw").str.contains(r"\] (?:Decode|Prefill) batch").sum()
     assert left.height + plain + sum(a.height for a in _access) == df.height
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_prefetched_input_is_read_in_the_same_chunks(tmp_path, odd_path, compress):
+    """inputs.prefetch reads the first blocks while a command imports the rest; the parse then gets
+    exactly the chunks it would have read itself -- or none, when the plan differs."""
+    from sglog import inputs
+
+    path = tmp_path / ("p.log.gz" if compress else "p.log")
+    path.write_bytes(gzip.compress(odd_path.read_bytes()) if compress else odd_path.read_bytes())
+    src = inputs.open_source(str(path))
+    want = list(inputs.iter_raw_chunks(src, *inputs.read_plan(src, 16 << 10, 2)))
+    assert len(want) > 3
+    inputs.prefetch(str(path), 16 << 10, 2)
+    got = inputs.prefetched(src, 16 << 10, 2)
+    assert got is not None and list(got) == want
+    assert inputs.prefetched(src, 16 << 10, 2) is None  # (taken once)
+    inputs.prefetch(str(path), 16 << 10, 2)
+    assert inputs.prefetched(src, 8 << 10, 2) is None  # another plan: read afresh
+    inputs.prefetch(str(tmp_path / "missing.log"))  # left to the parse, which reports it
+    inputs.prefetch("-")  # stdin is never read ahead
+    assert "-" not in inputs._prefetches and str(tmp_path / "missing.log") not in inputs._prefetches
+
+
+def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
+    from sglog import inputs
+
+    inputs.prefetch(str(odd_path), 64 << 10, 2)
+    assert_same(dicts(odd_path, chunk_bytes=64 << 10, threads=2), reference)
+    assert str(odd_path) not in inputs._prefetches

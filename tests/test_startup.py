@@ -42,3 +42,38 @@ def test_preloaded_render_modules_share_no_import_with_the_reading():
     assert "rich.console" in render
     assert not read & render, sorted(read & render)
 
+
+
+# the modules the command loads after it starts reading ahead (commands/_common.read_ahead), and
+# those the read-ahead thread loads meanwhile (a zstd input: the decompressor is imported there)
+_PREFETCH_PROBE = """
+import json, sys
+import sglog.cli
+import sglog.commands.diagnose
+from sglog import inputs
+before = set(sys.modules)
+if sys.argv[1] == "prefetch":
+    for _ in inputs.iter_raw_chunks(inputs.open_source(sys.argv[2]), *inputs.read_plan(inputs.open_source(sys.argv[2]), 1 << 16, 2)):
+        pass
+else:
+    from sglog.diagnose import diagnose_runs, looks_like_sglang
+    from sglog.parse import parse_file
+    from sglog.runs import build_runs
+    from sglog.rules import choose
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_the_read_ahead_shares_no_import_with_the_command(tmp_path):
+    import zstandard
+
+    zst = tmp_path / "log.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress(LOG.read_bytes()))
+
+    def loaded(what: str) -> set[str]:
+        out = subprocess.run([sys.executable, "-c", _PREFETCH_PROBE, what, str(zst)], capture_output=True, text=True, check=True, cwd=ROOT)
+        return set(json.loads(out.stdout))
+
+    ahead, command = loaded("prefetch"), loaded("command")
+    assert "polars" in command
+    assert not ahead & command, sorted(ahead & command)

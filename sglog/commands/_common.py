@@ -41,6 +41,15 @@ def preload(*modules: str) -> None:
     threading.Thread(target=load, name="sglog-preload", daemon=True).start()
 
 
+def read_ahead(logs: list[str]) -> None:
+    """Start reading the first input's first blocks while the command imports polars and the
+    parser (``inputs.prefetch``: the other core reads and decompresses meanwhile, #7)."""
+    if logs:
+        from sglog.inputs import prefetch
+
+        prefetch(logs[0])
+
+
 def stderr_console():
     from rich.console import Console
 

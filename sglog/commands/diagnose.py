@@ -61,6 +61,10 @@ def diagnose(
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
     import json
 
+    from sglog.commands._common import read_ahead
+
+    read_ahead(logs)
+
     from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
     from sglog.errors import NotSGLangLog, UsageError
     from sglog.parse import parse_file

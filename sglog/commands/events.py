@@ -22,6 +22,10 @@ def events(
     """Read logs into typed events."""
     import json
 
+    from sglog.commands._common import read_ahead
+
+    read_ahead(logs)
+
     from sglog.parse import parse_file
 
     parsed = [parse_file(p, keep_text=not stats) for p in logs]
