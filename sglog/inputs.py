@@ -239,7 +239,7 @@ _prefetches: dict[str, _Prefetch] = {}
 
 def prefetch(name: str, chunk_bytes: int = CHUNK_BYTES, workers: int | None = None) -> None:
     """Start reading the first blocks of ``name`` (the small first chunk and one block per
-    worker) in a thread of its own, for a command that still has to import polars and the parser
+    worker; one more for compressed input, whose inflation is the slow part) in a thread of its own, for a command that still has to import polars and the parser
     (~0.2 s on one core): the reads and the decompression release the GIL, so the other core
     does them meanwhile, and the parse (``prefetched``) starts with its first blocks in memory.
     Best effort: an input it cannot open is left to the parse, which reports it; stdin is not
@@ -251,7 +251,7 @@ def prefetch(name: str, chunk_bytes: int = CHUNK_BYTES, workers: int | None = No
     except Exception:
         return
     w = workers if workers is not None else default_workers()
-    _prefetches[name] = _Prefetch(src, read_plan(src, chunk_bytes, w), 1 + w)
+    _prefetches[name] = _Prefetch(src, read_plan(src, chunk_bytes, w), 1 + w + (src.compression != "none"))
 
 
 def prefetched(src: Source, chunk_bytes: int, workers: int) -> Iterator[tuple[bytes, bytes, int]] | None:
