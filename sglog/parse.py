@@ -33,7 +33,7 @@ import polars as pl
 
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import RANK_AXES, Event, Rank, make
-from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, default_workers, open_source, prefetched, read_plan
+from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, default_workers, open_source, prefetched, read_plan, tune_malloc
 from sglog.records import Folder, Record
 
 _MEMO_MAX = 20000
@@ -284,6 +284,7 @@ def parse_source(
     releases the GIL) runs in worker threads while this thread folds and
     parses the current chunk's other lines, so both cores work.
     """
+    tune_malloc()
     log = ParsedLog(source=src)
     rp = RecordParser(src.name, shapes=fast)
     folder = Folder()
@@ -433,11 +434,13 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
 
-    def work(head: bytes, chunk: bytes, end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
+    def work(head: bytes, block: list[bytes], end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
+        # (the block comes in a list, emptied here: its ~30 MB are let go once its lines are split,
+        # not when the reading of the chunk ends -- the pool's work item keeps its arguments)
         try:
             try:
                 if raw is None:
-                    raw = fastpath.read_lines(chunk, end, head)
+                    raw = fastpath.read_lines(block.pop(), end, head)
                 first = prev.wait()  # (the chunks before this one were split: its first line's number)
                 mine.next = first + len(raw)
             finally:
@@ -461,7 +464,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
         prev = _Numbering.start()
         for head, chunk, end in prefetched(src, size, workers) or iter_raw_chunks(src, *read_plan(src, size, workers)):
             mine = _Numbering()
-            yield work(head, chunk, end, prev, mine, lead=True)
+            block = [chunk]
+            del chunk
+            yield work(head, block, end, prev, mine, lead=True)
             prev = mine
         return
     done = object()
@@ -493,9 +498,9 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                         break
                     mine = _Numbering()
                     if lead:  # (a call for the caller to make; the lines split here, while it loads the parser)
-                        pending.put(functools.partial(work, head, b"", 0, prev, mine, lead=True, raw=fastpath.read_lines(chunk, end, head)))
+                        pending.put(functools.partial(work, head, [], 0, prev, mine, lead=True, raw=fastpath.read_lines(chunk, end, head)))
                     else:
-                        pending.put(pool.submit(work, head, chunk, end, prev, mine))
+                        pending.put(pool.submit(work, head, [chunk], end, prev, mine))
                     prev = mine
                     lead = False
                     del chunk

@@ -77,3 +77,27 @@ def test_the_read_ahead_shares_no_import_with_the_command(tmp_path):
     ahead, command = loaded("prefetch"), loaded("command")
     assert "polars" in command
     assert not ahead & command, sorted(ahead & command)
+
+
+_MALLOC_PROBE = """
+import sys
+from sglog import inputs
+if sys.argv[1] == "tuned":
+    inputs.tune_malloc()
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+base = rss()
+for _ in range(3):  # (glibc's moving threshold keeps a freed block in its heap from the second on)
+    b = b"x" * (24 << 20)
+    del b
+print(rss() - base)
+"""
+
+
+def test_freed_read_blocks_leave_the_process_once_malloc_is_tuned():
+    import platform
+
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        return
+    kept = {what: int(subprocess.run([sys.executable, "-c", _MALLOC_PROBE, what], capture_output=True, text=True, check=True, cwd=ROOT).stdout) for what in ("tuned", "default")}
+    assert kept["tuned"] < (8 << 20) <= kept["default"], kept
