@@ -141,7 +141,7 @@ def tune_malloc() -> None:
     """Blocks of tens of MB (the read blocks, Python's copies) are mapped and unmapped by glibc's
     malloc instead of kept in its heaps once freed: glibc's moving threshold keeps them after the
     first one is freed, in the heap of the thread that read them (the read-ahead thread's stays
-    with the process), and they counted in peak memory (diagnose on 5M lines: ~1,450 -> ~1,380 MB,
+    with the process), and they counted in peak memory (diagnose on 5M lines: ~1,450 -> ~1,400 MB,
     no time cost measured).  Called before the reading starts (from the thread that imports:
     ctypes is no import for a reading thread, see tests/test_startup.py).  glibc on Linux only;
     a user's own setting wins."""
@@ -209,7 +209,7 @@ def even_blocks(rest: int, size: int, workers: int) -> int:
     about the same size, so that the workers finish together (a short last block left one worker
     idle while the other read a full one: ~0.1 s of a 1M-line file's 2 s).  Blocks end at their last
     newline, so each is a little shorter than the size: a margin keeps those remainders in the last
-    block instead of a tiny extra one (each chunk has ~45 ms of fixed costs)."""
+    block instead of a tiny extra one (each chunk has ~35 ms of fixed costs)."""
     if rest <= (4 << 20) or workers <= 1:
         return size  # (a small rest: one block, no second set of fixed costs)
     n = -(-rest // size)
@@ -231,13 +231,14 @@ def default_workers() -> int:
 
 
 class _Prefetch:
-    """The first blocks of one input, read by a thread of their own (see ``prefetch``)."""
+    """The first blocks of one input, read by a thread of their own (see ``prefetch``) and handed
+    on as they come (an error, such as a truncated .gz, where it happened)."""
 
     def __init__(self, src: Source, plan: tuple[int, int | None, bool], count: int) -> None:
+        import queue
+
         self.key = (str(src.path), src.size, plan)
-        self.items: list[tuple[bytes, bytes, int]] = []
-        self.failed = False
-        self.done = threading.Event()
+        self.items: queue.Queue = queue.Queue()
         self.chunks = iter_raw_chunks(src, *plan)
         self.thread = threading.Thread(target=self._run, args=(count,), name="sglog-prefetch", daemon=True)
         self.thread.start()
@@ -247,12 +248,27 @@ class _Prefetch:
             for _ in range(count):
                 item = next(self.chunks, None)
                 if item is None:
-                    break
-                self.items.append(item)
-        except BaseException:  # (the parse reads the input again and reports the error)
-            self.failed = True
-        finally:
-            self.done.set()
+                    self.items.put(_END)
+                    return
+                self.items.put(item)
+            self.items.put(_MORE)
+        except BaseException as e:  # (raised where the parse reaches it)
+            self.items.put(e)
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes, int]]:
+        while True:
+            item = self.items.get()
+            if item is _END:
+                return
+            if item is _MORE:
+                yield from self.chunks
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+_END, _MORE = object(), object()
 
 
 _prefetches: dict[str, _Prefetch] = {}
@@ -260,9 +276,10 @@ _prefetches: dict[str, _Prefetch] = {}
 
 def prefetch(name: str, chunk_bytes: int = CHUNK_BYTES, workers: int | None = None) -> None:
     """Start reading the first blocks of ``name`` (the small first chunk and one block per
-    worker; one more for compressed input, whose inflation is the slow part) in a thread of its own, for a command that still has to import polars and the parser
-    (~0.2 s on one core): the reads and the decompression release the GIL, so the other core
-    does them meanwhile, and the parse (``prefetched``) starts with its first blocks in memory.
+    worker; one more for compressed input, whose inflation is the slow part) in a thread of its
+    own, for a command that still has to import polars and the parser (~0.2 s on one core): the
+    reads and the decompression release the GIL, so the other core does them meanwhile, and the
+    parse (``prefetched``) starts with its first blocks in memory.
     Best effort: an input it cannot open is left to the parse, which reports it; stdin is not
     read ahead (it would be spooled twice)."""
     if name == "-" or name in _prefetches:
@@ -278,21 +295,11 @@ def prefetch(name: str, chunk_bytes: int = CHUNK_BYTES, workers: int | None = No
 
 def prefetched(src: Source, chunk_bytes: int, workers: int) -> Iterator[tuple[bytes, bytes, int]] | None:
     """``iter_raw_chunks(src, *read_plan(...))`` continuing a ``prefetch`` of the same input and
-    plan (None if there is none, or it failed)."""
+    plan (None if there is none)."""
     p = _prefetches.pop(src.name, None)
-    if p is None:
+    if p is None or p.key != (str(src.path), src.size, read_plan(src, chunk_bytes, workers)):
         return None
-    p.done.wait()
-    if p.failed or p.key != (str(src.path), src.size, read_plan(src, chunk_bytes, workers)):
-        return None
-    items, p.items = p.items, []
-    return _chain(items, p.chunks)
-
-
-def _chain(items: list, rest: Iterator) -> Iterator:
-    while items:
-        yield items.pop(0)  # (a block is let go once handed on)
-    yield from rest
+    return iter(p)
 
 
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:

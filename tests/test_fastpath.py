@@ -555,3 +555,16 @@ def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
     inputs.prefetch(str(odd_path), 64 << 10, 2)
     assert_same(dicts(odd_path, chunk_bytes=64 << 10, threads=2), reference)
     assert str(odd_path) not in inputs._prefetches
+
+
+@pytest.mark.parametrize("keep", [3000, -200])
+def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep):
+    """The read-ahead hands the error on where it happened (in its blocks or after them)."""
+    from sglog import inputs
+    from sglog.errors import InputError
+
+    gz = tmp_path / "cut.log.gz"
+    gz.write_bytes(gzip.compress(odd_path.read_bytes() * 8)[:keep])
+    inputs.prefetch(str(gz), 8 << 10, 2)
+    with pytest.raises(InputError, match="corrupt or truncated"):
+        parse_file(str(gz), chunk_bytes=8 << 10, threads=2)
