@@ -265,7 +265,9 @@ class _Prefetch:
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            box = [item]
+            del item
+            yield box.pop()  # (as in iter_raw_chunks: no reference to the block while suspended)
 
 
 _END, _MORE = object(), object()
