@@ -304,6 +304,12 @@ def prefetched(src: Source, chunk_bytes: int, workers: int) -> Iterator[tuple[by
     return iter(p)
 
 
+def planned_chunks(src: Source, chunk_bytes: int, workers: int) -> Iterator[tuple[bytes, bytes, int]]:
+    """The raw chunks of ``src`` as the parse reads them (``read_plan``): continuing a ``prefetch``
+    of the same input and plan when there is one, else read afresh."""
+    return prefetched(src, chunk_bytes, workers) or iter_raw_chunks(src, *read_plan(src, chunk_bytes, workers))
+
+
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:
     """Fetch the raw text of some physical lines (1-based), e.g. for evidence."""
     want = set(numbers)

@@ -33,7 +33,7 @@ import polars as pl
 
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import RANK_AXES, Event, Rank, make
-from sglog.inputs import CHUNK_BYTES, Source, iter_byte_chunks, iter_raw_chunks, default_workers, open_source, prefetched, read_plan, tune_malloc
+from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.records import Folder, Record
 
 _MEMO_MAX = 20000
@@ -462,7 +462,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
 
     if workers <= 1:
         prev = _Numbering.start()
-        for head, chunk, end in prefetched(src, size, workers) or iter_raw_chunks(src, *read_plan(src, size, workers)):
+        for head, chunk, end in planned_chunks(src, size, workers):
             mine = _Numbering()
             block = [chunk]
             del chunk
@@ -486,7 +486,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 # (the first chunk is read by the caller itself, which has nothing else to do until
                 # it is: the workers meanwhile split the next two chunks into lines)
                 # (blocks a command began to read while it imported the rest: inputs.prefetch)
-                chunks = prefetched(src, size, workers) or iter_raw_chunks(src, *read_plan(src, size, workers))
+                chunks = planned_chunks(src, size, workers)
                 lead = True
                 prev = _Numbering.start()
                 while True:
