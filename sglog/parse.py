@@ -424,8 +424,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     worker threads split and number the lines and run the polars reading; the caller reads
     the small first chunk, whose batch lines first teach the shape book (``fastpath.teach``:
     the workers wait for that once they have split their chunks' lines), then folds the rest
-    meanwhile.  At most
-    ``threads + AHEAD`` chunks are in flight.
+    meanwhile.  At most ``threads + AHEAD`` chunks are in flight.
     """
     import queue
     from concurrent.futures import ThreadPoolExecutor

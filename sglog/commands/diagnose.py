@@ -70,7 +70,7 @@ def diagnose(
     from sglog.parse import parse_file
     from sglog.runs import build_runs
 
-    try:  # check selectors before reading anything
+    try:  # check selectors before parsing anything (the read-ahead above is best effort)
         from sglog.rules import choose
 
         choose(select, ignore)
