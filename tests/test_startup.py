@@ -30,9 +30,13 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
-def _loaded(what: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", _PROBE, what, str(LOG)], capture_output=True, text=True, check=True, cwd=ROOT)
-    return set(json.loads(out.stdout))
+def _probe(probe: str, *args: str) -> str:
+    """The output of ``probe`` run by a fresh interpreter (its own imports and memory)."""
+    return subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+
+def _loaded(what: str, probe: str = _PROBE, log: Path = LOG) -> set[str]:
+    return set(json.loads(_probe(probe, what, str(log))))
 
 
 def test_preloaded_render_modules_share_no_import_with_the_reading():
@@ -41,7 +45,6 @@ def test_preloaded_render_modules_share_no_import_with_the_reading():
     read, render = _loaded("read"), _loaded("render")
     assert "rich.console" in render
     assert not read & render, sorted(read & render)
-
 
 
 # the modules the command loads after it starts reading ahead (commands/_common.read_ahead), and
@@ -53,7 +56,7 @@ import sglog.commands.diagnose
 from sglog import inputs
 before = set(sys.modules)
 if sys.argv[1] == "prefetch":
-    for _ in inputs.iter_raw_chunks(inputs.open_source(sys.argv[2]), *inputs.read_plan(inputs.open_source(sys.argv[2]), 1 << 16, 2)):
+    for _ in inputs.planned_chunks(inputs.open_source(sys.argv[2]), 1 << 16, 2):
         pass
 else:
     from sglog.diagnose import diagnose_runs, looks_like_sglang
@@ -70,11 +73,7 @@ def test_the_read_ahead_shares_no_import_with_the_command(tmp_path):
     zst = tmp_path / "log.zst"
     zst.write_bytes(zstandard.ZstdCompressor().compress(LOG.read_bytes()))
 
-    def loaded(what: str) -> set[str]:
-        out = subprocess.run([sys.executable, "-c", _PREFETCH_PROBE, what, str(zst)], capture_output=True, text=True, check=True, cwd=ROOT)
-        return set(json.loads(out.stdout))
-
-    ahead, command = loaded("prefetch"), loaded("command")
+    ahead, command = _loaded("prefetch", _PREFETCH_PROBE, zst), _loaded("command", _PREFETCH_PROBE, zst)
     assert "polars" in command
     assert not ahead & command, sorted(ahead & command)
 
@@ -99,5 +98,5 @@ def test_freed_read_blocks_leave_the_process_once_malloc_is_tuned():
 
     if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return
-    kept = {what: int(subprocess.run([sys.executable, "-c", _MALLOC_PROBE, what], capture_output=True, text=True, check=True, cwd=ROOT).stdout) for what in ("tuned", "default")}
+    kept = {what: int(_probe(_MALLOC_PROBE, what)) for what in ("tuned", "default")}
     assert kept["tuned"] < (8 << 20) <= kept["default"], kept
