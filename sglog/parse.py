@@ -357,6 +357,7 @@ def parse_source(
             frame = _insert_rows(frame, _hot_frame(mine, keep_text))
         setattr(log, attr, frame)
     grammar.save_caches()
+    under_way.set()
     return log
 
 
@@ -392,6 +393,11 @@ def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
         pieces.append(frame.slice(prev))
     return fastpath.concat_frames(pieces)
 
+
+# set once a parse's workers are under way (its first chunk read) or the parse has ended: a command's
+# background imports wait for it (commands/_common.preload), not to slow the start of the reading,
+# which is all Python on one core (imports, the parser's warm-up, the first chunk's teaching)
+under_way = threading.Event()
 
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
@@ -517,7 +523,11 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     break
                 if isinstance(item, BaseException):
                     raise item
-                res = item() if isinstance(item, functools.partial) else item.result()
+                if isinstance(item, functools.partial):  # (the first chunk: the workers run once it has taught the shape book)
+                    res = item()
+                    under_way.set()
+                else:
+                    res = item.result()
                 slots.release()
                 yield res
         finally:

@@ -100,3 +100,30 @@ def test_freed_read_blocks_leave_the_process_once_malloc_is_tuned():
         return
     kept = {what: int(_probe(_MALLOC_PROBE, what)) for what in ("tuned", "default")}
     assert kept["tuned"] < (8 << 20) <= kept["default"], kept
+
+
+def test_the_preload_waits_for_the_reading_to_be_under_way(tmp_path, monkeypatch):
+    # (the start of the reading is Python on one core: imports then would slow it)
+    import threading
+    import time
+
+    from sglog import parse
+    from sglog.commands._common import preload
+
+    (tmp_path / "sglog_preload_probe.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = threading.Event()
+    preload("sglog_preload_probe", after=started)
+    time.sleep(0.2)
+    assert "sglog_preload_probe" not in sys.modules
+    started.set()
+    for _ in range(200):
+        if "sglog_preload_probe" in sys.modules:
+            break
+        time.sleep(0.01)
+    assert "sglog_preload_probe" in sys.modules
+    del sys.modules["sglog_preload_probe"]
+    # a parse sets the event it waits for in the command, once its workers run or at its end
+    parse.under_way.clear()
+    parse.parse_file(str(LOG))
+    assert parse.under_way.is_set()

@@ -22,16 +22,19 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
-def preload(*modules: str) -> None:
+def preload(*modules: str, after=None) -> None:
     """Import ``modules`` in a background thread while this one reads the logs: the 1M-line
     diagnosis ends by rendering with rich, whose import (~40 ms) would otherwise follow the
     reading on one core (#7).  Only third-party modules the reading never imports, so neither
     thread waits on a module the other is importing; a failed import is left for the command's
-    own import to report."""
+    own import to report.  ``after``: an event to wait for first (``parse.under_way``: the start
+    of the reading is Python on one core, which the imports would slow)."""
     import importlib
     import threading
 
     def load() -> None:
+        if after is not None:
+            after.wait()
         for name in modules:
             try:
                 importlib.import_module(name)

@@ -67,7 +67,7 @@ def diagnose(
 
     from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
     from sglog.errors import NotSGLangLog, UsageError
-    from sglog.parse import parse_file
+    from sglog.parse import parse_file, under_way
     from sglog.runs import build_runs
 
     try:  # check selectors before parsing anything (the read-ahead above is best effort)
@@ -79,7 +79,7 @@ def diagnose(
     if fmt == DiagnoseFormat.rich:
         from sglog.commands._common import preload
 
-        preload(*RENDER_IMPORTS)
+        preload(*RENDER_IMPORTS, after=under_way)
     parsed = [parse_file(p) for p in logs]
     ok, coverage = looks_like_sglang(parsed)
     if not ok:
