@@ -343,8 +343,10 @@ def with_envelope(df: pl.DataFrame) -> pl.DataFrame:
     envelope regex matches (``route`` checked it); ts and ranks are split the
     way that regex splits them and typed the way the record parser types them.
     """
-    parts = pl.col("raw").str.splitn("] ", 2)  # the first '] ' ends the envelope (ENV_TS/ENV_RANKS have no ']')
-    df = df.with_columns(parts.struct.field("field_0").str.slice(1).alias("_env"), parts.struct.field("field_1").alias("msg"))
+    # the first '] ' ends the envelope (ENV_TS/ENV_RANKS have no ']'); the split materialised once
+    df = df.with_columns(pl.col("raw").str.splitn("] ", 2).alias("_split"))
+    parts = pl.col("_split")
+    df = df.with_columns(parts.struct.field("field_0").str.slice(1).alias("_env"), parts.struct.field("field_1").alias("msg")).drop("_split")
     inner = pl.col("_env")
     if df.select(inner.str.contains(_STD_TS).all()).item():
         df = df.with_columns(_std_ts(inner.str.slice(0, 19)), pl.lit(True).alias("ts_has_date"), inner.str.slice(19).alias("_ranks"))
@@ -722,15 +724,19 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     """Rows the access line shape matched -> a frame like ``_access_frame``'s: split at the
     first two quotes (``[env] LEVEL:   client - `` / ``METHOD path HTTP/v`` / `` status phrase``)."""
     raw = pl.col("raw")
-    parts = raw.str.splitn('"', 3)
-    req = parts.struct.field("field_1").str.split(" ")
-    tail = parts.struct.field("field_2")
+    # (each split materialised once: an expression used by several columns is computed for each
+    # of them; the request has exactly two spaces, as the shape's regex says: 41 -> 27 ms a chunk)
+    rows = rows.with_columns(raw.str.splitn('"', 3).alias("_parts"), raw.str.find("] ", literal=True).alias("_pos"))
+    part = pl.col("_parts").struct.field
+    rows = rows.with_columns(part("field_1").str.split_exact(" ", 2).alias("_req"))
+    req = pl.col("_req").struct.field
+    tail = part("field_2")
     cols = [
-        *_lit_envelope("http_access", raw.str.find("] ", literal=True)),
-        parts.struct.field("field_0").str.split(" ").list.get(-3).alias("client"),
-        req.list.get(0).alias("method"),
-        req.list.get(1).alias("path"),
-        req.list.get(2).str.slice(5).alias("http_version"),
+        *_lit_envelope("http_access", pl.col("_pos")),
+        part("field_0").str.split(" ").list.get(-3).alias("client"),
+        req("field_0").alias("method"),
+        req("field_1").alias("path"),
+        req("field_2").str.slice(5).alias("http_version"),
         tail.str.slice(1, 3).cast(pl.Int64).alias("status"),
         tail.str.slice(4).str.strip_chars().alias("phrase"),
     ]
