@@ -12,6 +12,8 @@ Rules are pure; this module is where the evidence text of batch-frame rows
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -157,8 +159,11 @@ def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
     files: list[dict[str, Any]] = []
     for item in items:
         if hasattr(item, "source"):  # ParsedLog
-            # (a rank tag or a known SGLang kind settles most events before the full test)
-            n = sum(e.end_line - e.line + 1 for e in item.events if e.rank is not None or e.kind in SGLANG_KINDS or _is_sglang_event(e))
+            # (a rank tag settles most events, picked out in C; the others take the full test)
+            rank = operator.attrgetter("rank")  # (a Rank is always true)
+            mine = list(filter(rank, item.events))
+            mine += [e for e in itertools.filterfalse(rank, item.events) if e.kind in SGLANG_KINDS or _is_sglang_event(e)]
+            n = sum(map(operator.attrgetter("end_line"), mine)) - sum(map(operator.attrgetter("line"), mine)) + len(mine)
             n += item.batches.height if item.batches.height else 0
             if item.access.height and "ts" in item.access.columns:
                 n += item.access.get_column("ts").drop_nulls().len()
