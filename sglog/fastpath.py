@@ -1162,6 +1162,11 @@ class ChunkResult:
     counts: Counter = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
 
 
+def _after_envelope(heads: list[str]) -> str:
+    """A regex for lines whose message (after the first ``] ``) begins with one of these heads."""
+    return r"^\[[^\]]*\] (?:" + "|".join(f"(?:{h})" for h in heads) + ")"
+
+
 TEACH_LINES = 2000  # batch lines of the first chunk that teach the shape book (fastpath.teach)
 
 
@@ -1178,7 +1183,7 @@ def teach(df: pl.DataFrame, book: ShapeBook) -> None:
     if not kinds or not df.height:
         return
     raw = df.get_column("raw")
-    lines = raw.filter(raw.str.contains(r"^\[[^\]]*\] (?:" + "|".join(_NEEDLES[k] for k in kinds) + ")")).head(TEACH_LINES).to_list()
+    lines = raw.filter(raw.str.contains(_after_envelope([_NEEDLES[k] for k in kinds]))).head(TEACH_LINES).to_list()
     known: dict[str, list[re.Pattern]] = {k: [grammar.re_compile(sh.regex) for sh in book.shapes.get(k, [])] for k in kinds}
     tries = dict.fromkeys(kinds, 0)
     for line in lines:
@@ -1217,7 +1222,7 @@ def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResul
     left = parts.get(OTHER)
     others = [k for k in heads if k not in BATCH_KINDS]
     if left is not None and others:
-        fam = left.get_column("raw").str.contains(r"^\[[^\]]*\] (?:" + "|".join(f"(?:{heads[k]})" for k in others) + ")")
+        fam = left.get_column("raw").str.contains(_after_envelope([heads[k] for k in others]))
         mine, left = left.filter(fam), left.filter(~fam)
         if mine.height:
             frame, rest, smp = read_family(tuple(others), mine, book, keep_text)

@@ -460,6 +460,8 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                 taught.wait()
             res = _read_checked(df, book, keep_text, src.name)
             res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
+            if lead:
+                under_way.set()  # (the workers run: the first chunk is read)
             return res, df.height
         finally:
             if lead:
@@ -523,11 +525,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
                     break
                 if isinstance(item, BaseException):
                     raise item
-                if isinstance(item, functools.partial):  # (the first chunk: the workers run once it has taught the shape book)
-                    res = item()
-                    under_way.set()
-                else:
-                    res = item.result()
+                res = item() if isinstance(item, functools.partial) else item.result()
                 slots.release()
                 yield res
         finally:
