@@ -187,6 +187,20 @@ def test_every_class_is_documented() -> None:
         assert cls.DOC, kind
 
 
+def test_events_are_compact() -> None:
+    """Every event class keeps its fields in slots (no per-event dict: tens of thousands of events
+    per log, #7), and an event still pickles (parse_files returns them from worker processes)."""
+    import pickle
+    from dataclasses import replace
+
+    for kind, cls in KIND_CLASSES.items():
+        e = cls("f.log", 1, 1, text="x", fields={"a": 1})
+        assert not hasattr(e, "__dict__"), kind
+        assert e.kind == kind
+        assert pickle.loads(pickle.dumps(e)) == e
+        assert replace(e, text="y").text == "y"
+
+
 def test_fast_path_terminals_stay_portable() -> None:
     """Terminals the polars fast path compiles must not use look-around or named groups (Rust regex)."""
     for name in ("ENV_RAY", "ENV_TS", "ENV_RANKS", "PREFILL_HEAD", "DECODE_HEAD", "COLON_VALUE", "END", "UVICORN_LEVEL", "CLIENT_SEP", "HTTP_METHOD", "HTTP_PATH", "HTTP_VERSION", "HTTP_STATUS", "HTTP_PHRASE"):
