@@ -337,6 +337,23 @@ class Run:
         at = self.by_kind.get(kind)
         return self.events[at[0]] if at else None
 
+    def events_between(self, file: str, lo: int, hi: int) -> list[Event]:
+        """The events of ``file`` that start on lines ``lo`` to ``hi - 1``, in ``events`` order.  A
+        one-file run's events are in line order (checked once, in C): a bisection, not a walk
+        through all of them."""
+        events = self.events
+        line = operator.attrgetter("line")
+        if len(self.files) == 1 and self.files[0] == file and self.memo("line_order", lambda run: _ascending(list(map(line, run.events)))):
+            return events[bisect.bisect_left(events, lo, key=line) : bisect.bisect_left(events, hi, key=line)]
+        return [e for e in events if e.file == file and lo <= e.line < hi]
+
+    def mentions(self, needle: str) -> bool:
+        """Does some event's text contain ``needle``?  One scan in C of all the texts, joined once
+        per run: a rule that looks for a rare line among tens of thousands of events asks this
+        before it walks them."""
+        blob = self.memo("text_blob", lambda run: "\n".join(filter(None, map(operator.attrgetter("text"), run.events))))
+        return needle in blob
+
     def has(self, *kinds: str) -> bool:
         """Is there an event of any of these kinds?"""
         index = self.by_kind
@@ -379,6 +396,10 @@ class Run:
             "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
             "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
         }
+
+
+def _ascending(xs: list) -> bool:
+    return all(map(operator.le, xs, xs[1:]))
 
 
 def kind_positions(events: list[Event]) -> dict[str, list[int]]:
@@ -640,7 +661,7 @@ def _make_run(index: int, group: list[_Piece]) -> Run:
 
 
 def _ranks(run: Run) -> list[str]:
-    labels = {e.rank.label for e in run.events if e.rank}
+    labels = set(map(operator.attrgetter("rank.label"), filter(operator.attrgetter("rank"), run.events)))  # (in C: tens of thousands of events)
     if run.batches.height and "rank" in run.batches.columns:
         labels |= {r for r in run.batches.get_column("rank").unique().to_list() if r}
     return sorted(labels, key=_rank_key)
@@ -720,7 +741,8 @@ def guess_version(run: Run) -> str | None:
                 at_most((0, 5, 13))
             elif "elapsed=" in e.text:
                 at_least((0, 5, 14))
-    if any(e.ts is not None and not e.ts_has_date and e.rank is not None for e in run.events):
+    dateless = not all(map(operator.attrgetter("ts_has_date"), run.events))  # (in C; the full test only when some are)
+    if dateless and any(e.ts is not None and not e.ts_has_date and e.rank is not None for e in run.events):
         at_most((0, 3, 3))
     if run.batches.height:
         if "accept_rate" in run.batches.columns and run.batches.get_column("accept_rate").drop_nulls().len():

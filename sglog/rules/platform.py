@@ -79,7 +79,7 @@ class UnsupportedGpuArch(Rule):
             yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.fix_safety))
             return
         # a warning the server survives: torch symmetric memory unavailable
-        for e in run.events:
+        for e in run.events if run.mentions("TorchSymmMemCommunicator: Device capability") else ():
             if "TorchSymmMemCommunicator: Device capability" in (e.text or "") and "not supported" in (e.text or ""):
                 msg = "Torch symmetric memory is not available on this GPU (it supports SM90/SM100 only): --enable-torch-symm-mem has no effect."
                 fix = Fix(summary="Drop --enable-torch-symm-mem on this GPU.", args={"--enable-torch-symm-mem": None}, safety="None: the communicator was already disabled.")

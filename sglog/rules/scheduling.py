@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Iterator
 
 import polars as pl
@@ -50,11 +52,12 @@ class KvRetraction(Rule):
     options = {"min_count": Option(3, "retractions needed before judging the rate"), "max_per_minute": Option(1.0, "acceptable retractions per minute of serving")}
 
     def _check(self, run, o) -> Iterator:
-        rts = [e for e in run.events_of("retraction") if not e.get("testing")]
+        evs = run.events_of("retraction")
+        rts = list(itertools.compress(evs, map(operator.not_, facts.field_of(evs, "testing"))))
         if len(rts) < o["min_count"]:
             return
         minutes = facts.serving_minutes(run)
-        ts = [e.ts for e in rts if e.ts is not None]
+        ts = list(filter(None, map(operator.attrgetter("ts"), rts)))
         if ts and len(ts) > 1:
             span = (max(ts) - min(ts)).total_seconds() / 60
             minutes = max(minutes or 0, span)
@@ -64,7 +67,7 @@ class KvRetraction(Rule):
             return
         sc = facts.num(run.args.get("schedule_conservativeness")) or 1.0
         new = max(1.3, round(sc * 1.3, 2))
-        retracted = sum(e.get("retracted_reqs") or 0 for e in rts)
+        retracted = sum(filter(None, facts.field_of(rts, "retracted_reqs")))
         ev = [event_evidence(e) for e in rts[:3]]
         ev.append(window_evidence(run, f"{len(rts)} retractions ({retracted} requests) in {minutes:.1f} min of serving = {rate:.1f}/min"))
         msg = f"The KV pool filled up {len(rts)} times ({rate:.1f} per minute), retracting {retracted} running requests that must be prefilled again."

@@ -70,11 +70,10 @@ def _accept_stats(run, min_rows: int):
     s = facts.present(s, "accept_len")
     if s.height < min_rows:
         return None, None, None
-    L = float(s.get_column("accept_len").median())
-    rate = None
-    if "accept_rate" in s.columns and s.get_column("accept_rate").drop_nulls().len():
-        rate = float(s.get_column("accept_rate").drop_nulls().median())
-    return s, L, rate
+    # (both medians in one query: polars sorts the two columns side by side)
+    has_rate = "accept_rate" in s.columns and s.get_column("accept_rate").drop_nulls().len() > 0
+    meds = s.select(pl.col("accept_len").median(), *([pl.col("accept_rate").drop_nulls().median()] if has_rate else [])).row(0)
+    return s, float(meds[0]), (float(meds[1]) if has_rate else None)
 
 
 def _spec_evidence(run):
@@ -280,7 +279,7 @@ class DraftModelFullTp(Rule):
         if tp < 2:
             return
         ev = _spec_evidence(run)
-        pcie = next((e for e in run.events if "PCIe" in (e.text or "") and "allreduce" in (e.text or "").lower()), None)
+        pcie = next((e for e in run.events if "PCIe" in (e.text or "") and "allreduce" in (e.text or "").lower()), None) if run.mentions("PCIe") else None
         if pcie is not None:
             ev.append(event_evidence(pcie))
         steps, _, _ = facts.spec_steps(run)
