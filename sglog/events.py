@@ -775,6 +775,7 @@ class FeatureDisabled(Event):
     kind = "feature_disabled"
     FIELDS = _k(reason=to_str, moe_runner_backend=to_str, quant_method=to_str, model=to_str)
     TERMS = {
+        "FD_CUDA_GRAPH_BANNER": _t(feature="cuda_graph", reason="--disable-cuda-graph is set"),
         "FD_PIECEWISE": _t("reason", feature="piecewise_cuda_graph"),
         "FD_TRTLLM_MOE": _t("moe_runner_backend", "quant_method", feature="trtllm_moe_deferred_finalize"),
         "FD_DFLASH_FUSED": _t("reason", feature="dflash_fused_kv_materialization"),

@@ -7,7 +7,7 @@ component preface on its own line such as ``Exception in run_tp_server:``, a
 ``Fatal Python error`` thread dump, a C++ ``terminate called ...`` block, a
 ``--- Logging error ---`` block, an args dump wrapped by a terminal, a Python
 warning and its source lines, a Playwright ``Call log:``, SGLang's multi-line
-OOM/hint messages).
+OOM/hint messages, a message that starts with a newline).
 
 Lines are cleaned for parsing (CR/LF, ANSI colour codes, tqdm ``\\r`` updates,
 a progress bar or a row of waiting dots glued to the front of a log line, an
@@ -35,7 +35,7 @@ class Record:
     end_line: int
     lines: list[str]  # cleaned text of each physical line
     raw: list[str]  # raw text of each physical line (no line terminator)
-    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | call_log | blank | sglang
+    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | call_log | blank | sglang | newline
 
     @property
     def text(self) -> str:
@@ -174,7 +174,8 @@ class Folder:
         self._last = lineno
         text = clean(raw)
         if not text.strip():
-            if self._cur is not None and self._cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning"):
+            cur = self._cur
+            if cur is not None and (cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning") or (cur.mode == "newline" and len(cur.lines) == 1)):
                 self._blanks.append((lineno, raw))
             else:
                 self._close()
@@ -256,6 +257,11 @@ class Folder:
                 self._depth = _unbalanced(msg)
             elif _PREFACE_LINE.match(msg):
                 mode = "traceback"  # `Exception in run_tp_server:` then the traceback (<=0.3.0)
+            elif m and not msg.strip():
+                # the envelope alone: the message starts with a newline (0.4.5.post3's "\n\nCUDA
+                # Graph is DISABLED.\n..." banner); it holds the blank lines after the envelope and
+                # the text lines after them, up to a blank line or the next record's start
+                mode = "newline"
             elif m:
                 mode = "sglang"
         self._cur = Record(lineno, lineno, [text], [raw], mode)
@@ -293,6 +299,8 @@ class Folder:
             return True
         if mode == "call_log":
             return bool(_CALL_LOG_INNER.match(text))
+        if mode == "newline":
+            return not is_start(text)
         if mode == "fatal":
             return bool(_FATAL_INNER.match(text)) and not is_start(text)
         if mode == "cpp":

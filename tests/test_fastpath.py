@@ -211,6 +211,30 @@ def test_repeated_constant_messages_are_read_like_lark(tmp_path):
     assert fastpath.derive_term_shape("WARNING:  Invalid HTTP request received 2.") is None or fastpath.derive_term_shape("WARNING:  Invalid HTTP request received 2.").literal is None
 
 
+def test_a_message_that_starts_with_a_newline_is_read_like_lark(tmp_path):
+    """The envelope alone on its line (0.4.5.post3's CUDA-graph banner, records.py "newline"
+    mode) takes the lines after it: the vectorised path leaves such lines to the record layer."""
+    banner = [
+        "[2025-04-20 10:00:01 TP0] ",
+        "",
+        "CUDA Graph is DISABLED.",
+        "This will cause significant performance degradation.",
+        "CUDA Graph should almost never be disabled in most usage scenarios.",
+        "If you encounter OOM issues, please try setting --mem-fraction-static to a lower value (such as 0.8 or 0.7) instead of disabling CUDA Graph.",
+        "",
+    ]
+    lines = list(GEN.generate_lines(3000, 5))
+    for at in (2600, 1700, 900, 200):  # (after batch lines; the last one without its trailing blank line)
+        lines[at:at] = banner if at != 200 else banner[:-1]
+    lines[1200:1200] = ["[2025-04-20 10:00:01 TP0] "]  # an envelope alone, then the generator's next line
+    path = write(tmp_path, lines)
+    want = dicts(path, fast=False)
+    banners = [d for d in want if d["kind"] == "feature_disabled" and d.get("feature") == "cuda_graph"]
+    assert len(banners) == 4 and all(d["end_line"] - d["line"] == 5 for d in banners)
+    assert_same(dicts(path), want)
+    assert_same(dicts(path, chunk_bytes=8192), want)
+
+
 def test_every_line_in_exactly_one_event(odd_path):
     log = parse_file(str(odd_path))
     seen = []

@@ -242,6 +242,31 @@ def test_batch_oom_block_of_three_lines() -> None:
     assert _fold_text(text) == [(1, 3, "sglang"), (4, 4, "blank"), (5, 5, "sglang")]
 
 
+_BANNER = (
+    "[2025-04-20 10:00:01 TP0] \n"
+    "\n"
+    "CUDA Graph is DISABLED.\n"
+    "This will cause significant performance degradation.\n"
+    "CUDA Graph should almost never be disabled in most usage scenarios.\n"
+    "If you encounter OOM issues, please try setting --mem-fraction-static to a lower value (such as 0.8 or 0.7) instead of disabling CUDA Graph.\n"
+    "\n"
+)
+
+
+def test_a_message_that_starts_with_a_newline_holds_its_lines() -> None:
+    """0.4.5.post3's banner (a warning "\\n\\nCUDA Graph is DISABLED.\\n...\\n"): the envelope line is
+    empty, then a blank line, the text, and a blank line from the message's own last newline."""
+    after = "[2025-04-20 10:00:02 TP0] Load weight begin. avail mem=78.00 GB\n"
+    assert _fold_text(_BANNER + after) == [(1, 6, "newline"), (7, 7, "blank"), (8, 8, "sglang")]
+    # without the trailing blank line, the next record's start ends it
+    assert _fold_text(_BANNER[: -1] + after) == [(1, 6, "newline"), (7, 7, "sglang")]
+    # an envelope alone before a record start, or before blank lines and a start, stays alone
+    assert _fold_text("[2025-04-20 10:00:01 TP0] \n" + after) == [(1, 1, "newline"), (2, 2, "sglang")]
+    assert _fold_text("[2025-04-20 10:00:01 TP0] \n\n\n" + after) == [(1, 1, "newline"), (2, 3, "blank"), (4, 4, "sglang")]
+    # text right after the envelope (a message "\\nfoo") and a later blank line ends it
+    assert _fold_text("[2025-04-20 10:00:01] \nfoo\nbar\n\nbaz\n") == [(1, 3, "newline"), (4, 4, "blank"), (5, 5, "line")]
+
+
 def test_playwright_call_log_block() -> None:
     text = 'Call log:\n  - navigating to "http://x/a.txt", waiting until "load"\n\n[2025-05-19 23:22:26] x\n'
     assert _fold_text(text) == [(1, 2, "call_log"), (3, 3, "blank"), (4, 4, "sglang")]

@@ -233,3 +233,25 @@ def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
         run = Run(1, ["f.log"], {}, events, pl.DataFrame(), pl.DataFrame())
         want = [e for e in events if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), platform.KV_TRANSFER_PATTERNS))]
         assert platform._kv_failures(run) == want
+
+
+def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):
+    """0.4.5.post3 prints "CUDA Graph is DISABLED." under --disable-cuda-graph: an excerpt without
+    the args still counts as graphs disabled (no graph memory in the startup budget)."""
+    from sglog.parse import parse_file
+    from sglog.rules import facts
+    from sglog.runs import build_runs
+
+    banner = (
+        "[2025-04-20 10:00:01 TP0] \n\nCUDA Graph is DISABLED.\nThis will cause significant performance degradation.\n"
+        "CUDA Graph should almost never be disabled in most usage scenarios.\n"
+        "If you encounter OOM issues, please try setting --mem-fraction-static to a lower value (such as 0.8 or 0.7) instead of disabling CUDA Graph.\n\n"
+    )
+    load = "[2025-04-20 10:00:00 TP0] Load weight begin. avail mem=78.00 GB\n"
+    with_banner, without = tmp_path / "a.log", tmp_path / "b.log"
+    with_banner.write_text(load + banner)
+    without.write_text(load)
+    (run,) = build_runs([parse_file(str(with_banner))])
+    assert facts.graphs_disabled(run) and facts.cuda_graph_banner(run).line == 2
+    (run,) = build_runs([parse_file(str(without))])
+    assert not facts.graphs_disabled(run) and facts.cuda_graph_banner(run) is None

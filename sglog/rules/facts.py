@@ -385,7 +385,14 @@ def max_graph_bs(run) -> int | None:
 
 
 def graphs_disabled(run) -> bool:
-    return run.args.get("disable_cuda_graph") is True or run.args.get("cuda_graph_backend_decode") == "disabled"
+    """--disable-cuda-graph (or a disabled decode graph backend) in the args, or the warning it
+    prints (0.4.5.post3's "CUDA Graph is DISABLED." banner: an excerpt may lack the args)."""
+    return run.args.get("disable_cuda_graph") is True or run.args.get("cuda_graph_backend_decode") == "disabled" or cuda_graph_banner(run) is not None
+
+
+def cuda_graph_banner(run):
+    """The "CUDA Graph is DISABLED." warning (a feature_disabled event), if the run has one."""
+    return next((e for e in run.events_of("feature_disabled") if e.get("feature") == "cuda_graph"), None)
 
 
 def round_up_capture(n: float, sizes: list[int] | None = None) -> int:
