@@ -209,10 +209,16 @@ def even_blocks(rest: int, size: int, workers: int) -> int:
     about the same size, so that the workers finish together (a short last block left one worker
     idle while the other read a full one: ~0.1 s of a 1M-line file's 2 s).  Blocks end at their last
     newline, so each is a little shorter than the size: a margin keeps those remainders in the last
-    block instead of a tiny extra one (each chunk has ~35 ms of fixed costs)."""
+    block instead of a tiny extra one (each chunk has ~35 ms of fixed costs).  A rest that two
+    rounds of blocks up to half as large again would hold is read in two rounds rather than three
+    (a 1M-line log of ~180 MB: 4 blocks of ~46 MB instead of 6 of ~31, -45 to -115 ms in paired
+    runs; peak memory 535 -> 654 MiB, where a small file's frames leave room for it)."""
     if rest <= (4 << 20) or workers <= 1:
         return size  # (a small rest: one block, no second set of fixed costs)
     n = -(-rest // size)
+    two_rounds = -(-rest // (2 * workers)) + (64 << 10)
+    if n > 2 * workers and two_rounds <= size + size // 2:
+        return two_rounds
     n = -(-n // workers) * workers
     return min(size, -(-rest // n) + (64 << 10))
 

@@ -521,14 +521,16 @@ def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkey
         assert_same(dicts(odd_path, chunk_bytes=16 << 10), reference)
 
 
-@pytest.mark.parametrize("rest", [0, 1 << 20, 4 << 20, 5 << 20, 31 << 20, 64 << 20, 183 << 20, 919 << 20])
+@pytest.mark.parametrize("rest", [0, 1 << 20, 4 << 20, 5 << 20, 31 << 20, 64 << 20, 130 << 20, 183 << 20, 192 << 20, 193 << 20, 919 << 20])
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_even_blocks_give_each_worker_as_many_blocks_of_one_size(rest, workers):
     from sglog.inputs import even_blocks
 
     size = 32 << 20
     block = even_blocks(rest, size, workers)
-    assert 0 < block <= size
+    assert 0 < block <= size + size // 2
+    if block > size:  # (two rounds of blocks half as large again rather than three or more)
+        assert workers > 1 and -(-rest // block) == 2 * workers and rest > 2 * workers * size
     if workers == 1 or rest <= (4 << 20):
         assert block == size  # (a small rest stays one block: each chunk has fixed costs)
         return
