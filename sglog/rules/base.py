@@ -165,7 +165,7 @@ def text_line_evidence(e, needle: str) -> Evidence | None:
 
 def nearby_line_evidence(run, e, patterns: Iterable[str], before: int = 5) -> Evidence | None:
     """The first line naming one of `patterns` (tried in order) in block `e` or the events up to `before` lines above it."""
-    near = [e] + (run.events_between(e.file, e.line - before, e.line) if hasattr(run, "events_between") else [x for x in run.events if x.file == e.file and e.line - before <= x.line < e.line])
+    near = [e] + run.events_between(e.file, e.line - before, e.line)
     for pat in patterns:
         for x in near:
             hit = text_line_evidence(x, pat)

@@ -272,8 +272,7 @@ def context_text(run, rc, before: int = 5) -> str:
     """Lower-cased exception text plus the unstructured lines just before it (e.g. a HIP/HSA abort line)."""
     parts = [lower_blob(rc)]
     lo, hi, file = rc.line - before, rc.line, rc.file
-    near = run.events_between(file, lo, hi) if hasattr(run, "events_between") else [e for e in run.events if lo <= e.line < hi and e.file == file]
-    for e in near:
+    for e in run.events_between(file, lo, hi):
         if e.kind not in ("blank", "http_access", "progress", "python_warning"):
             parts.append((e.text or "").lower())
     return "\n".join(parts)
