@@ -97,6 +97,32 @@ def test_plan_json_shape():
     assert d["argv"][:3] == ["python3", "-m", "sglang.launch_server"] and d["schema_version"] == 1
 
 
+def test_a_multi_node_plan_gives_every_node_its_command(tmp_path):
+    """A 2-node launch (constructed node logs): the plan is the logged node's command, and each
+    other node's is the same with its own --node-rank (added when the command had none)."""
+    node1 = ROOT / "fixtures" / "logs" / "constructed" / "node1.log"
+    p = rplan.build_plan(load_runs([str(node1)])[0])
+    assert (p.nnodes, p.node_rank) == (2, 1)
+    assert p.node_argvs[1] == p.argv and "--node-rank" in p.argv and p.argv[p.argv.index("--node-rank") + 1] == "1"
+    other = p.node_argvs[0]
+    i = other.index("--node-rank")
+    assert other[i + 1] == "0" and other[:i + 1] + other[i + 2 :] == p.argv[:i + 1] + p.argv[i + 2 :]
+    d = p.to_dict()
+    assert d["nnodes"] == 2 and d["node_rank"] == 1 and d["node_argvs"] == [other, p.argv]
+    text = rplan.render_plan(p)
+    assert "node rank 0: " + " ".join(rplan.quote(w) for w in other) in text
+    # without a launch command (the dump decides) and node rank 0's dump: --node-rank added for node 1
+    lines = [ln for ln in node1.read_text().splitlines() if not ln.startswith(("python3 -m", "#"))]
+    log = tmp_path / "n0.log"
+    log.write_text("\n".join(ln.replace("node_rank=1,", "node_rank=0,") for ln in lines) + "\n")
+    p0 = rplan.build_plan(load_runs([str(log)])[0])
+    assert (p0.nnodes, p0.node_rank) == (2, 0) and "--node-rank" not in p0.argv
+    assert p0.node_argvs[1] == [*p0.argv, "--node-rank", "1"]
+    # one node: one command
+    single = rplan.build_plan(oom_run(), [fix_finding()])
+    assert single.nnodes == 1 and single.node_argvs == [single.argv] and "other nodes" not in rplan.render_plan(single)
+
+
 def test_set_overrides_fixes_removes_flags_and_normalises_spellings():
     sets = rplan.parse_sets(["mem_fraction_static=0.9", "--tp=4", "trust-remote-code=false", "cuda-graph-max-bs=128", "port="])
     p = rplan.build_plan(oom_run(), [fix_finding()], sets=sets)

@@ -101,6 +101,8 @@ class Plan:
     changes: tuple[Change, ...] = ()
     findings: tuple[str, ...] = ()  # "CODE name" of the findings whose fixes were applied
     notes: tuple[str, ...] = ()
+    nnodes: int = 1  # nodes of the launch (--nnodes); this plan's command is node ``node_rank``'s
+    node_rank: int = 0
 
     @property
     def args(self) -> list[str]:
@@ -109,6 +111,20 @@ class Plan:
     @property
     def argv(self) -> list[str]:
         return [*self.launcher, *self.args]
+
+    def node_argv(self, rank: int) -> list[str]:
+        """The command of node ``rank`` of a multi-node launch: this one with its --node-rank."""
+        if rank == self.node_rank:
+            return self.argv
+        final = dict(self.final)
+        final["--node-rank"] = rank
+        order = [f for f, _ in self.final] + ([] if "--node-rank" in dict(self.final) else ["--node-rank"])
+        return [*self.launcher, *_words((f, final[f]) for f in order)]
+
+    @property
+    def node_argvs(self) -> list[list[str]]:
+        """Every node's command, by node rank (one for a single-node launch)."""
+        return [self.node_argv(r) for r in range(max(self.nnodes, 1))]
 
     @property
     def original_argv(self) -> list[str]:
@@ -145,6 +161,9 @@ class Plan:
             "findings": list(self.findings),
             "port": self.port,
             "notes": list(self.notes),
+            "nnodes": self.nnodes,
+            "node_rank": self.node_rank,
+            "node_argvs": self.node_argvs,
         }
 
 
@@ -404,8 +423,11 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         launcher, lnotes = choose_launcher(run.launch_command)
         notes = lnotes + notes
     nnodes = (run.args or {}).get("nnodes")
-    if isinstance(nnodes, int) and nnodes > 1:
-        notes.append(f"a {nnodes}-node launch: this is the command of one node (node rank {(run.args or {}).get('node_rank', '?')}); start the other nodes the same way")
+    nnodes = nnodes if isinstance(nnodes, int) and nnodes > 1 else 1
+    node_rank = (run.args or {}).get("node_rank")
+    node_rank = node_rank if isinstance(node_rank, int) and 0 <= node_rank < nnodes else 0
+    if nnodes > 1:
+        notes.append(f"a {nnodes}-node launch: this is the command of node rank {node_rank}; each other node runs it with its own --node-rank (listed below), and --execute starts this node only")
     chosen, fnotes = choose_findings(findings, run.index, select)
     notes = notes + fnotes
     dump = dict(run.args or {})
@@ -463,6 +485,8 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         changes=tuple(changes),
         findings=tuple(f"{f.code} {f.name}" for f in chosen),
         notes=tuple(notes),
+        nnodes=nnodes,
+        node_rank=node_rank,
     )
 
 
@@ -526,6 +550,11 @@ def render_plan(plan: Plan) -> str:
     for i, (mark, text) in enumerate(lines):
         cont = " \\" if i < len(lines) - 1 else ""
         out.append(f"{mark} {text}{cont}")
+    if plan.nnodes > 1:
+        out.append("the other nodes (the same command, each with its own --node-rank):")
+        for r in range(plan.nnodes):
+            if r != plan.node_rank:
+                out.append(f"  node rank {r}: " + " ".join(quote(w) for w in plan.node_argv(r)))
     return "\n".join(out)
 
 
