@@ -57,6 +57,43 @@ def draft_positions(run) -> int | None:
     return steps
 
 
+# the logged accept rate, by its definition: (name, d from accept len L and rate r)
+_RATE_FORMS = (
+    ("before 0.5.11, bonus token included: rate = L / (d + 1)", lambda L, r: L / r - 1),
+    ("since 0.5.11, draft tokens only: rate = (L - 1) / d", lambda L, r: (L - 1) / r),
+)
+
+
+def logged_draft_positions(run, s: pl.DataFrame, min_rows: int) -> tuple[int, str] | None:
+    """Draft positions per cycle worked out from the decode lines' accept len and accept rate, for
+    a log without the speculative args (an excerpt): (d, the rate definition used), or None.
+
+    Each line gives d under the rate's definition (which changed in 0.5.11; the log's version
+    picks it when known).  The two-decimal figures allow about +-0.25 for rates of 0.1 and
+    more: the lines' median must lie that close to a whole d, and so must half of the lines;
+    when both definitions fit, the clearly closer one is taken, else none."""
+    if s.height == 0 or "accept_rate" not in s.columns or "accept_len" not in s.columns:
+        return None
+    rows = s.select("accept_len", "accept_rate").drop_nulls().filter(pl.col("accept_rate") >= 0.1)
+    if rows.height < min_rows:
+        return None
+    new = facts.at_least(run, (0, 5, 11))
+    fits = []
+    for i, (name, form) in enumerate(_RATE_FORMS):
+        if new is not None and i != int(new):
+            continue
+        est = rows.select(form(pl.col("accept_len"), pl.col("accept_rate")).alias("d")).get_column("d")
+        med = float(est.median())
+        d = round(med)
+        off = float((est - d).abs().median())
+        if d >= 1 and abs(med - d) <= 0.25 and off <= 0.25:
+            fits.append((max(abs(med - d), off), d, name))
+    fits.sort()
+    if not fits or (len(fits) > 1 and fits[1][0] - fits[0][0] < 0.1):
+        return None
+    return fits[0][1], fits[0][2]
+
+
 def accept_stats(run, min_rows: int):
     """(steady rows with accept len, median L, median accept rate or None); once per run (three
     rules ask, and the medians of millions of rows are not free)."""
@@ -100,6 +137,10 @@ class LowSpecAcceptance(Rule):
     A speculative run whose steady-state median accept length `L`, over `s`
     draft positions, means a per-position acceptance `a` below `min_alpha`
     (`L = (1 - a^(s+1)) / (1 - a)`), over at least `min_rows` decode lines.
+    `s` comes from the speculative args; a log without them (an excerpt) gets
+    it from the decode lines' accept len and accept rate (`rate = L / (s + 1)`
+    before 0.5.11, `(L - 1) / s` since), when the two-decimal figures leave
+    one whole `s` (rates of 0.1 and more; both definitions fitting is no answer).
 
     ## Why it matters
     Speculation is lossless, so a broken draft produces correct text and no
@@ -142,13 +183,20 @@ class LowSpecAcceptance(Rule):
         if not (facts.is_spec(run) or (run.spec or {}).get("algorithm")):
             return
         s_rows, L, rate = accept_stats(run, o["min_rows"])
-        d = draft_positions(run)
-        if s_rows is None or not d:
+        if s_rows is None:
+            return
+        d, worked_out = draft_positions(run), None
+        if not d:  # (no speculative args: an excerpt)
+            d, worked_out = logged_draft_positions(run, s_rows, o["min_rows"]) or (None, None)
+        if not d:
             return
         a = solve_alpha(L, d)
         if a >= o["min_alpha"]:
             return
-        rate_txt = f"; the logged accept rate is {rate:.2f} ({_rate_definition(run)})" if rate is not None else ""
+        if worked_out:
+            rate_txt = f"; the log has no speculative args: {d} draft positions is what its accept len and accept rate ({rate:.2f}) give, with the rate's definition {worked_out}"
+        else:
+            rate_txt = f"; the logged accept rate is {rate:.2f} ({_rate_definition(run)})" if rate is not None else ""
         msg = f"Draft tokens are rarely accepted: median accept length {L:.2f} over {d} draft positions means only {a:.0%} per-position acceptance{rate_txt}."
         ev = _spec_evidence(run) + [row_evidence(s_rows.head(1).to_dicts()[0]), window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)}); a = {a:.2f} from L = (1 - a^{d + 1}) / (1 - a)")]
         algo = facts.spec_algo(run) or ""
