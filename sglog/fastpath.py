@@ -256,7 +256,8 @@ def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
     (no ANSI, CR, NUL, odd control or glued progress bar: the record layer
     sees it as it is) that does not look like a continuation
     (``records._CONT_SGLANG``: indented, ``Try to allocate``...).  A line that
-    may open a traceback (``Exception in X:``) needs a start after it.
+    may open a traceback (``Exception in X:``) needs a start after it.  An envelope
+    alone (a message that starts with a newline) is never claimed.
 
     ``starts``: lines already known to be starts (a whole-line shape took them);
     only the other lines are examined.
@@ -267,7 +268,9 @@ def claims(df: pl.DataFrame, starts: pl.Series | None = None) -> pl.Series:
     def examine(text: pl.Series) -> pl.DataFrame:
         frame = text.to_frame("raw")
         r = pl.col("raw")
-        ok = frame.select(r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex())).to_series()
+        # (an envelope alone, ending in "] ", is a message that starts with a newline: the record
+        # layer folds it with the lines after it)
+        ok = frame.select(r.str.contains(pats["start"]) & ~r.str.contains(_dirty_regex()) & ~r.str.ends_with("] ")).to_series()
         # a line that is no clean start may still end the record before it (plain text): only
         # those lines are scanned for that (most lines here are starts)
         ends = _on_rows(text, ~ok, ~r.str.contains(_odd_regex()) & ~r.str.contains(pats["continues"]), ok)

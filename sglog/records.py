@@ -81,6 +81,7 @@ _LOGERR_INNER = re.compile(
     r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause|Call stack:|Message: |Arguments: )"
 )
 _CALL_LOG_INNER = re.compile(r"^\s+- ")
+_NEWLINE_MAX = 20  # lines a message that starts with a newline may hold
 
 
 _PYWARN = None
@@ -260,7 +261,8 @@ class Folder:
             elif m and not msg.strip():
                 # the envelope alone: the message starts with a newline (0.4.5.post3's "\n\nCUDA
                 # Graph is DISABLED.\n..." banner); it holds the blank lines after the envelope and
-                # the text lines after them, up to a blank line or the next record's start
+                # the text lines after them, up to a blank line, the next record's start or a line
+                # that is a record of its own (``Killed``, a progress bar ...), at most _NEWLINE_MAX
                 mode = "newline"
             elif m:
                 mode = "sglang"
@@ -300,7 +302,7 @@ class Folder:
         if mode == "call_log":
             return bool(_CALL_LOG_INNER.match(text))
         if mode == "newline":
-            return not is_start(text)
+            return len(self._cur.lines) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
         if mode == "fatal":
             return bool(_FATAL_INNER.match(text)) and not is_start(text)
         if mode == "cpp":

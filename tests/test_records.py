@@ -263,6 +263,10 @@ def test_a_message_that_starts_with_a_newline_holds_its_lines() -> None:
     # an envelope alone before a record start, or before blank lines and a start, stays alone
     assert _fold_text("[2025-04-20 10:00:01 TP0] \n" + after) == [(1, 1, "newline"), (2, 2, "sglang")]
     assert _fold_text("[2025-04-20 10:00:01 TP0] \n\n\n" + after) == [(1, 1, "newline"), (2, 3, "blank"), (4, 4, "sglang")]
+    # a line that is a record of its own is never held: the OOM killer's `Killed`, a progress bar
+    assert _fold_text("[2025-04-20 10:00:01 TP0] \nKilled\n") == [(1, 1, "newline"), (2, 2, "line")]
+    bar = "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00,  1.2it/s]\n"
+    assert _fold_text("[2025-04-20 10:00:01 TP0] \n\n" + bar) == [(1, 1, "newline"), (2, 2, "blank"), (3, 3, "line")]
     # text right after the envelope (a message "\\nfoo") and a later blank line ends it
     assert _fold_text("[2025-04-20 10:00:01] \nfoo\nbar\n\nbaz\n") == [(1, 3, "newline"), (4, 4, "blank"), (5, 5, "line")]
 
