@@ -255,3 +255,27 @@ def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):
     assert facts.graphs_disabled(run) and facts.cuda_graph_banner(run).line == 2
     (run,) = build_runs([parse_file(str(without))])
     assert not facts.graphs_disabled(run) and facts.cuda_graph_banner(run) is None
+
+
+def test_logged_draft_positions_never_guess(tmp_path):
+    """Without the args, the draft length comes from accept len and rate only when exactly one rate
+    definition gives one whole number (no rows, tiny rates or both definitions fitting: None)."""
+    import polars as pl
+
+    from sglog.parse import parse_file
+    from sglog.rules.speculative import logged_draft_positions
+    from sglog.runs import build_runs
+
+    def rows(L: float, r: float | None, n: int = 12) -> pl.DataFrame:
+        return pl.DataFrame({"accept_len": [L] * n, "accept_rate": [r] * n}, schema={"accept_len": pl.Float64, "accept_rate": pl.Float64})
+
+    log = tmp_path / "x.log"
+    log.write_text("[2026-02-23 10:16:00 TP0] Decode batch, #running-req: 1, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 48.00, #queue-req: 0\n")
+    (run,) = build_runs([parse_file(str(log))])
+    assert logged_draft_positions(run, rows(1.14, 0.19), 5)[0] == 5
+    assert logged_draft_positions(run, rows(1.16, 0.14), 5)[0] == 7
+    assert logged_draft_positions(run, rows(3.33, 0.78), 5)[0] == 3
+    assert logged_draft_positions(run, rows(1.25, 0.12), 5) is None  # 9 before 0.5.11 or 2 since
+    assert logged_draft_positions(run, rows(1.02, 0.01), 0) is None  # no whole number at this rounding
+    assert logged_draft_positions(run, rows(1.5, None), 0) is None  # no rate: no rows (min_rows 0 too)
+    assert logged_draft_positions(run, rows(1.5, 0.25, 0), 0) is None

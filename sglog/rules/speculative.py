@@ -57,41 +57,41 @@ def draft_positions(run) -> int | None:
     return steps
 
 
-# the logged accept rate, by its definition: (name, d from accept len L and rate r)
+# the logged accept rate, by its definition: (name, d from accept len L and rate r, how far the
+# two-decimal rounding of L and r (+-0.005 each) can move that d)
 _RATE_FORMS = (
-    ("before 0.5.11, bonus token included: rate = L / (d + 1)", lambda L, r: L / r - 1),
-    ("since 0.5.11, draft tokens only: rate = (L - 1) / d", lambda L, r: (L - 1) / r),
+    ("before 0.5.11, bonus token included: rate = L / (d + 1)", lambda L, r: L / r - 1, lambda L, r: 0.005 * (r + L) / r**2),
+    ("since 0.5.11, draft tokens only: rate = (L - 1) / d", lambda L, r: (L - 1) / r, lambda L, r: 0.005 * (r + L - 1) / r**2),
 )
 
 
 def logged_draft_positions(run, s: pl.DataFrame, min_rows: int) -> tuple[int, str] | None:
-    """Draft positions per cycle worked out from the decode lines' accept len and accept rate, for
-    a log without the speculative args (an excerpt): (d, the rate definition used), or None.
+    """Draft tokens per cycle worked out from the decode lines' accept len and accept rate, for a
+    log without the speculative args (an excerpt): (d, the rate definition used), or None.
 
-    Each line gives d under the rate's definition (which changed in 0.5.11; the log's version
-    picks it when known).  The two-decimal figures allow about +-0.25 for rates of 0.1 and
-    more: the lines' median must lie that close to a whole d, and so must half of the lines;
-    when both definitions fit, the clearly closer one is taken, else none."""
+    The rate's definition changed in 0.5.11; the log's version picks it when known.  A definition
+    fits when the d it gives from the median accept len and rate (with a fixed d, L grows with
+    the rate under either definition: the medians belong together) is a whole number to within
+    what the two-decimal figures allow; when both fit, or neither, or the rounding allows more
+    than one whole d, there is no answer."""
     if s.height == 0 or "accept_rate" not in s.columns or "accept_len" not in s.columns:
         return None
-    rows = s.select("accept_len", "accept_rate").drop_nulls().filter(pl.col("accept_rate") >= 0.1)
-    if rows.height < min_rows:
+    rows = s.select("accept_len", "accept_rate").drop_nulls().filter(pl.col("accept_rate") > 0)
+    if rows.height == 0 or rows.height < min_rows:
         return None
+    L, r = (float(v) for v in rows.select(pl.col("accept_len").median(), pl.col("accept_rate").median()).row(0))
     new = facts.at_least(run, (0, 5, 11))
     fits = []
-    for i, (name, form) in enumerate(_RATE_FORMS):
+    for i, (name, form, err) in enumerate(_RATE_FORMS):
         if new is not None and i != int(new):
             continue
-        est = rows.select(form(pl.col("accept_len"), pl.col("accept_rate")).alias("d")).get_column("d")
-        med = float(est.median())
-        d = round(med)
-        off = float((est - d).abs().median())
-        if d >= 1 and abs(med - d) <= 0.25 and off <= 0.25:
-            fits.append((max(abs(med - d), off), d, name))
-    fits.sort()
-    if not fits or (len(fits) > 1 and fits[1][0] - fits[0][0] < 0.1):
+        est, tol = form(L, r), err(L, r)
+        d = round(est)
+        if tol >= 0.5 or (d >= 1 and abs(est - d) <= tol):  # (with the rounding this loose, any d fits)
+            fits.append((d, name, tol < 0.5))
+    if len(fits) != 1 or not fits[0][2]:
         return None
-    return fits[0][1], fits[0][2]
+    return fits[0][0], fits[0][1]
 
 
 def accept_stats(run, min_rows: int):
@@ -139,8 +139,9 @@ class LowSpecAcceptance(Rule):
     (`L = (1 - a^(s+1)) / (1 - a)`), over at least `min_rows` decode lines.
     `s` comes from the speculative args; a log without them (an excerpt) gets
     it from the decode lines' accept len and accept rate (`rate = L / (s + 1)`
-    before 0.5.11, `(L - 1) / s` since), when the two-decimal figures leave
-    one whole `s` (rates of 0.1 and more; both definitions fitting is no answer).
+    before 0.5.11, `(L - 1) / s` since; the log's version picks one when it
+    can), when the two-decimal figures leave exactly one whole `s` (both
+    definitions fitting, or a rate too small to tell, is no answer).
 
     ## Why it matters
     Speculation is lossless, so a broken draft produces correct text and no
