@@ -118,6 +118,11 @@ def test_a_multi_node_plan_gives_every_node_its_command(tmp_path):
     p0 = rplan.build_plan(load_runs([str(log)])[0])
     assert (p0.nnodes, p0.node_rank) == (2, 0) and "--node-rank" not in p0.argv
     assert p0.node_argvs[1] == [*p0.argv, "--node-rank", "1"]
+    # the relaunch's own flags decide: --set changes the node count or the rank
+    four = rplan.build_plan(load_runs([str(node1)])[0], sets=rplan.parse_sets(["nnodes=4"]))
+    assert (four.nnodes, four.node_rank) == (4, 1) and [a[a.index("--node-rank") + 1] for a in four.node_argvs] == ["0", "1", "2", "3"]
+    assert rplan.build_plan(load_runs([str(node1)])[0], sets=rplan.parse_sets(["node-rank=0"])).node_rank == 0
+    assert rplan.build_plan(load_runs([str(node1)])[0], sets=rplan.parse_sets(["nnodes="])).nnodes == 1
     # one node: one command
     single = rplan.build_plan(oom_run(), [fix_finding()])
     assert single.nnodes == 1 and single.node_argvs == [single.argv] and "other nodes" not in rplan.render_plan(single)

@@ -422,12 +422,6 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
     if launcher is None:
         launcher, lnotes = choose_launcher(run.launch_command)
         notes = lnotes + notes
-    nnodes = (run.args or {}).get("nnodes")
-    nnodes = nnodes if isinstance(nnodes, int) and nnodes > 1 else 1
-    node_rank = (run.args or {}).get("node_rank")
-    node_rank = node_rank if isinstance(node_rank, int) and 0 <= node_rank < nnodes else 0
-    if nnodes > 1:
-        notes.append(f"a {nnodes}-node launch: this is the command of node rank {node_rank}; each other node runs it with its own --node-rank (listed below), and --execute starts this node only")
     chosen, fnotes = choose_findings(findings, run.index, select)
     notes = notes + fnotes
     dump = dict(run.args or {})
@@ -474,6 +468,13 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         apply(flag, value, "--set", "--set", strong=True)
     if not chosen and not list(sets):
         notes.append("no fix to apply: the relaunch repeats the original command")
+    # the nodes of the relaunch, as its own flags say (SGLang's defaults: one node, rank 0)
+    nnodes, node_rank = _flag_int(final.get("--nnodes"), 1), _flag_int(final.get("--node-rank"), 0)
+    if nnodes > 1:
+        node_rank = node_rank if 0 <= node_rank < nnodes else 0
+        notes.append(f"a {nnodes}-node launch: this is the command of node rank {node_rank}; each other node runs it with its own --node-rank (listed below), and --execute starts this node only")
+    else:
+        nnodes, node_rank = 1, 0
     return Plan(
         log=log or (run.files[0] if run.files else ""),
         run=run.index,
@@ -488,6 +489,13 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         nnodes=nnodes,
         node_rank=node_rank,
     )
+
+
+def _flag_int(value: Any, default: int) -> int:
+    try:
+        return int(str(value)) if value is not None and value is not True else default
+    except ValueError:
+        return default
 
 
 def _replace(ch: Change, **kw) -> Change:
