@@ -116,10 +116,10 @@ class Plan:
         """The command of node ``rank`` of a multi-node launch: this one with its --node-rank."""
         if rank == self.node_rank:
             return self.argv
-        final = dict(self.final)
-        final["--node-rank"] = rank
-        order = [f for f, _ in self.final] + ([] if "--node-rank" in dict(self.final) else ["--node-rank"])
-        return [*self.launcher, *_words((f, final[f]) for f in order)]
+        pairs = [(f, rank if f == "--node-rank" else v) for f, v in self.final]
+        if "--node-rank" not in dict(self.final):
+            pairs.append(("--node-rank", rank))
+        return [*self.launcher, *_words(pairs)]
 
     @property
     def node_argvs(self) -> list[list[str]]:
@@ -132,11 +132,7 @@ class Plan:
 
     @property
     def port(self) -> int:
-        v = dict(self.final).get("--port")
-        try:
-            return int(str(v))
-        except (TypeError, ValueError):
-            return DEFAULT_PORT
+        return _flag_int(dict(self.final).get("--port"), DEFAULT_PORT)
 
     @property
     def host(self) -> str:
