@@ -50,7 +50,9 @@ class ParsedLog:
     lines: int = 0
     blank: int = 0
     events: list[Event] = field(default_factory=list)  # slow-path events, in line order
-    batches: pl.DataFrame = field(default_factory=pl.DataFrame)  # prefill_batch + decode_batch rows
+    # decode_batch + prefill_batch rows, kind by kind (all decode rows, then all prefill rows), each
+    # kind's in line order (fastpath.kind_major: a run's decode rows are a slice, not a copy)
+    batches: pl.DataFrame = field(default_factory=pl.DataFrame)
     access: pl.DataFrame = field(default_factory=pl.DataFrame)  # http_access rows
     kinds: Counter = field(default_factory=Counter)
     lines_fast: int = 0  # lines read by the vectorised path (the rest went through the record layer)
@@ -337,25 +339,34 @@ def parse_source(
     drain(folder.flush())
     if fast:
         log.events.sort(key=_line_of)
-    # batch/access lines the record layer parsed (fast=False, or lines that were not claimed)
-    # join the frames as rows put in line order between slices of the frame (no copy); a few
-    # join the whole frame at once, more join each its chunk's frame (so that no sort copies
-    # the whole frame: _insert_rows sorts when there are many)
+    # the frames are kind by kind (fastpath.kind_major): each chunk's rows of a kind are a block
+    # (a slice), and the file's frame stacks the blocks of each kind in turn (no copy).
+    # Batch/access lines the record layer parsed (fast=False, or lines that were not claimed)
+    # join their kind's rows in line order, between slices of them (no copy); a few join the
+    # kind's whole frame at once, more join each its chunk's block (so that no sort copies the
+    # whole frame: _insert_rows sorts when there are many)
     for frames, kinds, attr in ((batch_frames, fastpath.BATCH_KINDS, "batches"), (access_frames, ("http_access",), "access")):
-        mine = [e for e in hot if e.kind in kinds]
-        log.kinds.update(e.kind for e in mine)
-        if len(mine) > _INSERT_MAX and frames:
-            by_chunk: dict[int, list[Event]] = {}
-            for e in mine:
-                by_chunk.setdefault(bisect.bisect_right(starts, e.line) - 1, []).append(e)
-            for i, evs in by_chunk.items():
-                frames[i] = _insert_rows(frames[i], _hot_frame(evs, keep_text))
-            mine = []
-        frame = fastpath.concat_frames(frames)
+        blocks = [_blocks_of(f) if len(kinds) > 1 else {kinds[0]: f} for f in frames]
         frames.clear()
-        if mine:
-            frame = _insert_rows(frame, _hot_frame(mine, keep_text))
-        setattr(log, attr, frame)
+        parts = []
+        for kind in sorted(kinds):
+            mine = [e for e in hot if e.kind == kind]
+            if mine:
+                log.kinds[kind] += len(mine)
+            chunks = [b.get(kind, _EMPTY) for b in blocks]
+            if len(mine) > _INSERT_MAX and chunks:
+                by_chunk: dict[int, list[Event]] = {}
+                for e in mine:
+                    by_chunk.setdefault(bisect.bisect_right(starts, e.line) - 1, []).append(e)
+                for i, evs in by_chunk.items():
+                    chunks[i] = _insert_rows(chunks[i], _hot_frame(evs, keep_text))
+                mine = []
+            frame = fastpath.concat_frames(chunks)
+            if mine:
+                frame = _insert_rows(frame, _hot_frame(mine, keep_text))
+            parts.append(frame)
+        blocks.clear()
+        setattr(log, attr, fastpath.concat_frames(parts))
     grammar.save_caches()
     under_way.set()
     return log
@@ -373,6 +384,18 @@ def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter:
 
 
 _INSERT_MAX = 64
+_EMPTY = pl.DataFrame()
+
+
+def _blocks_of(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """kind -> the rows of a chunk's batch frame (slices of it: it is kind by kind, see read_chunk)."""
+    if not frame.height:
+        return {}
+    blocks = fastpath.kind_blocks(frame)
+    if blocks is None:  # (not kind by kind: sorted here, a copy)
+        blocks = fastpath.kind_blocks(fastpath.kind_major([frame]))
+    assert blocks is not None
+    return blocks
 
 
 def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:

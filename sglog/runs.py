@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from sglog import args as sargs
+from sglog import fastpath
 from sglog.events import RANK_AXES, Event, Rank
 from sglog.parse import ParsedLog, parse_file
 from sglog.schema import ENVELOPE_COLUMNS
@@ -416,9 +417,17 @@ def kind_positions(events: list[Event]) -> dict[str, list[int]]:
 
 def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
     """Rows of one kind, without the columns that are null in all of them (prefill fields in decode
-    rows, unused rank axes) and with ``kind`` a constant: a multi-hour log has millions of rows."""
+    rows, unused rank axes): a multi-hour log has millions of rows.  A slice of a frame that is
+    kind by kind (a one-file run); a copy of the others' rows, with ``kind`` a constant."""
     if batches.height == 0 or "kind" not in batches.columns:
         return batches
+    blocks = fastpath.kind_blocks(batches)
+    if blocks is not None and kind in blocks:  # (kind by kind, as parse_file makes it: the kind's rows are a slice)
+        block = blocks[kind]
+        wanted = [c for c in block.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
+        nulls = block.select(wanted).null_count().row(0, named=True) if wanted else {}
+        keep = [c for c in block.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in wanted and nulls[c] < block.height)]
+        return block.select(keep)
     mine = batches.get_column("kind") == kind
     # (null in all of them: the rank axes are in the `rank` label, the date flag is for the roll-over
     # of date-less times, done before; only columns with some nulls and some values need a look)
@@ -531,12 +540,18 @@ def _split_points(log: ParsedLog, index: dict[str, list[int]] | None = None) -> 
 
 
 def _slice_frame(frame: pl.DataFrame, lo: int, hi: int, file: str) -> pl.DataFrame:
+    """The rows of lines ``lo`` to ``hi``: zero-copy slices of each kind's block (the frames of
+    parse_file are kind by kind, each kind's rows in line order; millions of rows)."""
     if frame.height == 0:
         return frame
-    line = frame.get_column("line")
-    if line.is_sorted():  # (as parse_file makes it) a zero-copy slice: millions of rows
-        start, stop = line.search_sorted(lo, "left"), line.search_sorted(hi, "right")
-        part = frame.slice(start, stop - start)
+    blocks = fastpath.kind_blocks(frame)
+    if blocks is not None:
+        parts = []
+        for block in blocks.values():
+            line = block.get_column("line")
+            start, stop = line.search_sorted(lo, "left"), line.search_sorted(hi, "right")
+            parts.append(block.slice(start, stop - start))
+        part = fastpath.concat_frames(parts) if any(p.height for p in parts) else frame.clear()
     else:
         part = frame.filter((pl.col("line") >= lo) & (pl.col("line") <= hi))
     return part.with_columns(pl.lit(file).alias("file"))

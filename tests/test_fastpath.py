@@ -312,11 +312,33 @@ def test_digit_shapes_parse_like_lark(odd_path):
     assert grammar.digit_literals() is None or isinstance(grammar.digit_literals(), tuple)
 
 
-def test_frames_are_in_line_order(odd_path):
-    log = parse_file(str(odd_path), chunk_bytes=8 << 10, threads=2)
-    for frame in (log.batches, log.access):
-        assert frame.get_column("line").is_sorted()
-    assert [e.line for e in log.events] == sorted(e.line for e in log.events)
+def test_frames_are_kind_by_kind_in_line_order(odd_path):
+    """Batch rows kind by kind (decode, then prefill), each kind's in line order, whatever the
+    chunks; the lark-only parse has the same order."""
+    for fast in (True, False):
+        log = parse_file(str(odd_path), chunk_bytes=8 << 10, threads=2, fast=fast)
+        kinds = log.batches.get_column("kind")
+        assert kinds.is_sorted() and kinds.n_unique() == 2
+        blocks = fastpath.kind_blocks(log.batches)
+        assert blocks is not None and sum(b.height for b in blocks.values()) == log.batches.height
+        for kind, block in blocks.items():
+            assert block.get_column("line").is_sorted()
+            assert block.get_column("line").to_list() == log.batches.filter(pl.col("kind") == kind).get_column("line").sort().to_list()
+        assert log.access.get_column("line").is_sorted()
+        assert [e.line for e in log.events] == sorted(e.line for e in log.events)
+
+
+def test_kind_major_stacks_kinds_and_sorts_each():
+    dec = pl.DataFrame({"line": [5, 9], "kind": ["decode_batch"] * 2, "gen_throughput": [1.0, 2.0]})
+    mixed = pl.DataFrame({"line": [7, 1, 3], "kind": ["decode_batch", "prefill_batch", "decode_batch"], "new_token": [None, 10, None]})
+    out = fastpath.kind_major([dec, pl.DataFrame(), mixed])
+    assert out.get_column("kind").to_list() == ["decode_batch"] * 4 + ["prefill_batch"]
+    assert out.get_column("line").to_list() == [3, 5, 7, 9, 1]
+    blocks = fastpath.kind_blocks(out)
+    assert {k: b.get_column("line").to_list() for k, b in blocks.items()} == {"decode_batch": [3, 5, 7, 9], "prefill_batch": [1]}
+    # a frame in plain line order (or any other) is not kind by kind
+    assert fastpath.kind_blocks(out.sort("line")) is None
+    assert fastpath.kind_blocks(pl.DataFrame({"line": [2, 1], "kind": ["decode_batch"] * 2})) is None
 
 
 def test_concat_frames_keeps_all_rows_and_widens():

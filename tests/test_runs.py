@@ -270,3 +270,41 @@ def test_run_kind_index_equals_plain_loops():
             assert run.events_of(*ks) == [e for e in events if e.kind in ks]
             assert run.has(*ks) == any(e.kind in ks for e in events)
         assert run.first("c") == next((e for e in events if e.kind == "c"), None)
+
+
+def prefill(day: str, t: int, new: int) -> str:
+    return f"[{day} 10:{t // 60:02d}:{t % 60:02d} TP0] Prefill batch, #new-seq: 1, #new-token: {new}, #cached-token: 0, token usage: 0.01, #running-req: 0, #queue-req: 0"
+
+
+def test_batch_rows_kind_by_kind_and_per_run_slices(tmp_path):
+    """The batch frame is kind by kind; a run's decode/prefill rows (slices of it) are exactly its
+    rows of that kind in line order, and the rows before a line are found across kinds."""
+    from sglog.rules import facts
+
+    day = "2026-02-23"
+    serve = lambda t0: [x for i in range(6) for x in (prefill(day, t0 + 2 * i, 100 + i), decode(day, t0 + 2 * i + 1, 300 + i))]  # noqa: E731
+    lines = startup(day, 0, range(2)) + serve(30) + startup(day, 100, range(2)) + serve(150)
+    path = write(tmp_path, "two.log", lines)
+    runs = sglog.load(path)
+    assert len(runs) == 2
+    for run in runs:
+        b = run.batches
+        assert b.get_column("kind").to_list() == ["decode_batch"] * 6 + ["prefill_batch"] * 6
+        for kind, frame in (("decode_batch", run.decode), ("prefill_batch", run.prefill)):
+            want = b.filter(pl.col("kind") == kind).sort("line")
+            assert frame.get_column("line").to_list() == want.get_column("line").to_list()
+            assert frame.height == 6 and frame.get_column("kind").unique().to_list() == [kind]
+        assert "new_token" not in run.decode.columns and "gen_throughput" not in run.prefill.columns
+        assert run.decode.get_column("gen_throughput").to_list() == [300.0 + i for i in range(6)]
+        # the last two batch rows before the run's last decode line: a decode and a prefill line
+        last = run.decode.get_column("line")[-1]
+        tail, counts = facts.batches_before(run, path, last, 2)
+        assert [r["kind"] for r in tail] == ["decode_batch", "prefill_batch"]
+        assert [r["line"] for r in tail] == [last - 2, last - 1]
+        assert counts == {"decode_batch": 5, "prefill_batch": 6}
+    # a run of two files is in time order: its rows of a kind are picked out (a copy)
+    n0 = startup(day, 0, range(0, 8), tp=16, nn=2, nr=0) + serve(40)
+    n1 = startup(day, 1, range(8, 16), tp=16, nn=2, nr=1) + [decode(day, 42, 999.0)]
+    run = sglog.load([write(tmp_path, "node0.log", n0), write(tmp_path, "node1.log", n1)])[0]
+    assert run.decode.height == 7 and run.prefill.height == 6
+    assert run.decode.get_column("gen_throughput").to_list() == [300.0, 999.0, 301.0, 302.0, 303.0, 304.0, 305.0]

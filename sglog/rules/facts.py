@@ -459,6 +459,37 @@ def line_span(frame: pl.DataFrame) -> str:
     return f"lines {lines.min()}-{lines.max()}"
 
 
+def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(the last ``n`` batch rows logged before ``line`` of ``file``, in line order; how many rows
+    of each kind came before it), without copying the rows before it (millions in a long run).
+    A one-file run's frame is kind by kind (parse.ParsedLog.batches): each kind's rows are looked
+    at on their own; a run of several files is in time order, and its order is kept."""
+    from sglog import fastpath
+
+    b = run.batches
+    if not b.height or "line" not in b.columns:
+        return [], {}
+    blocks = fastpath.kind_blocks(b)
+    rows: list[tuple[int, int, dict[str, Any]]] = []
+    counts: dict[str, int] = {}
+    for kind, frame in (blocks.items() if blocks is not None else [(None, b)]):
+        mask = frame.get_column("line") < line
+        if "file" in frame.columns:
+            mask = mask & (frame.get_column("file") == file)
+        idx = mask.arg_true()
+        if not idx.len():
+            continue
+        if kind is not None:
+            counts[kind] = idx.len()
+        elif "kind" in frame.columns:
+            counts = dict(frame.get_column("kind").gather(idx).value_counts().iter_rows())
+        last = idx.tail(n)
+        for pos, row in zip(last.to_list(), frame[last].to_dicts()):
+            rows.append((row["line"] if kind is not None else pos, pos, row))
+    rows.sort(key=operator.itemgetter(0, 1))
+    return [r for _l, _p, r in rows[-n:]], counts
+
+
 def serving_minutes(run) -> float | None:
     b = run.batches
     if b.height == 0 or "ts" not in b.columns:

@@ -310,14 +310,10 @@ class WatchdogTimeout(Rule):
             return
         wd = next((e for e in wds if not e.get("soft")), wds[0])
         soft = bool(wd.get("soft"))
-        b = run.batches
-        before = pl.DataFrame()
-        if b.height and "line" in b.columns:
-            before = b.filter((pl.col("file") == wd.file) & (pl.col("line") < wd.line)) if "file" in b.columns else b.filter(pl.col("line") < wd.line)
+        tail, before = facts.batches_before(run, wd.file, wd.line, 2)
         ev = [event_evidence(wd)]
         stuck = prev = None
-        if before.height:
-            tail = before.tail(2).to_dicts()
+        if tail:
             stuck = tail[-1]
             prev = tail[0] if len(tail) > 1 else None
         gap = ""
@@ -328,7 +324,7 @@ class WatchdogTimeout(Rule):
         if prev is not None:
             ev.append(row_evidence(prev, note="the batch before it"))
         timeout = facts.num(wd.get("timeout")) or facts.num(run.args.get("watchdog_timeout")) or 300.0
-        first = stuck is not None and before.height <= 2 and not (b.height and "kind" in b.columns and before.filter(pl.col("kind") == "decode_batch").height)
+        first = stuck is not None and sum(before.values()) <= 2 and not before.get("decode_batch")
         kind = (stuck or {}).get("kind", "").replace("_batch", "")
         what = f"a {kind} batch" if kind else "a batch"
         if stuck is not None and stuck.get("new_token"):

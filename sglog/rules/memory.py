@@ -850,13 +850,8 @@ class RuntimeOom(Rule):
         if c is None:
             return
         rc = c.event
-        b = run.batches
-        last = None
-        if b.height and "line" in b.columns:
-            mask = ((b.get_column("file") == rc.file) & (b.get_column("line") < rc.line)) if "file" in b.columns else (b.get_column("line") < rc.line)
-            idx = mask.arg_true()  # (the last row before the crash, without copying the rows before it)
-            if idx.len():
-                last = b.slice(idx[-1], 1).to_dicts()[0]
+        tail, _counts = facts.batches_before(run, rc.file, rc.line, 1)
+        last = tail[-1] if tail else None
         phase = rc.get("phase")
         if phase not in ("prefill", "decode"):
             fns = " ".join(facts.frame_functions(rc)).lower()
