@@ -48,7 +48,9 @@ import generate  # noqa: E402
 TARGETS = {
     "lines_per_s_1m": 500_000,
     "scale_5m_over_1m": 5.5,
-    "rss_5m_mb": 1500,  # MB as this script reports them (MiB, from GNU time's KB / 1024)
+    # "under 1.5 GB", read strictly: 1.5e9 bytes = 1,430.5 MiB (this script reports MiB: GNU
+    # time's KB / 1024; the JSON keys say _mb for MiB)
+    "rss_5m_mib": 1.5e9 / 2**20,
     "gz_overhead": 0.30,
     "help_s": 0.3,
     "small_s": 0.6,
@@ -375,7 +377,7 @@ def check_targets(doc: dict) -> dict:
         if r1 and r5:
             ratio = r5["median_s"] / r1["median_s"]
             out[f"{tag}_5m_over_1m"] = {"value": round(ratio, 2), "target": f"<= {TARGETS['scale_5m_over_1m']}", "ok": ratio <= TARGETS["scale_5m_over_1m"]}
-            out[f"{tag}_5m_rss_mb"] = {"value": round(r5["peak_rss_mb"]), "target": f"< {TARGETS['rss_5m_mb']}", "ok": r5["peak_rss_mb"] < TARGETS["rss_5m_mb"]}
+            out[f"{tag}_5m_rss_mb"] = {"value": round(r5["peak_rss_mb"]), "target": f"< {TARGETS['rss_5m_mib']:,.0f} MiB (1.5 GB)", "ok": r5["peak_rss_mb"] < TARGETS["rss_5m_mib"]}
         if r1 and rgz:
             over = rgz["median_s"] / r1["median_s"] - 1
             out[f"{tag}_gz_overhead"] = {"value": round(over, 3), "target": f"<= +{TARGETS['gz_overhead']:.0%}", "ok": over <= TARGETS["gz_overhead"]}
@@ -400,7 +402,7 @@ def print_report(doc: dict, diag: bool) -> None:
     m = doc["machine"]
     print(f"sglog benchmark  {doc['when']}  {m['cpus']} cpus, python {m['python']}, polars {m.get('polars', '?')}, load avg at start {m['load_avg_at_start']}")
     print(f"median of {doc['runs']} runs; cpu s = user + sys of the process tree; MB/s over uncompressed bytes; x grep = time / time of grep -c\n")
-    head = ["file / tool", "median s", "cpu s", "lines/s", "MB/s", "peak RSS MB", "x grep"]
+    head = ["file / tool", "median s", "cpu s", "lines/s", "MB/s", "peak RSS MiB", "x grep"]
     widths = [42, 9, 7, 11, 8, 12, 8]
     print(fmt_row(head, widths))
     print(fmt_row(["-" * w for w in widths], widths))
