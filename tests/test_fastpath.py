@@ -380,8 +380,15 @@ def test_benchmark_runs_every_tool_in_rounds(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "run_once", fake_run)
     monkeypatch.setattr(mod, "file_tools", lambda path, diag: [(f"t{i}", f"{path.name}:t{i}", {}, "") for i in range(2)])
     a, b = tmp_path / "a.log", tmp_path / "a.log.gz"
+    a.write_text("x\n")
+    b.write_bytes(b"")
+    read = []
+    real_warm = mod.warm
+    monkeypatch.setattr(mod, "warm", lambda path: (read.append((len(calls), path.name)), real_warm(path)))
     out = mod.bench_files([a, b], 3, True)
     assert calls == ["a.log:t0", "a.log:t1", "a.log.gz:t0", "a.log.gz:t1"] * 3
+    # each file is read (untimed) just before each timed run of it: every run finds it in the page cache
+    assert read == [(i, calls[i].split(":")[0]) for i in range(len(calls))]
     assert [m["tool"] for m in out[a]] == ["t0", "t1"] and len(out[b]) == 2
     assert [r["wall_s"] for r in out[b][1]["runs"]] == [1.04, 1.08, 1.12]
     assert out[b][1]["median_s"] == 1.08
