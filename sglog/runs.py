@@ -650,7 +650,9 @@ def _make_run(index: int, group: list[_Piece]) -> Run:
     if batches.height and "ts" in batches.columns:
         batches = _roll_frame(batches)
     if len(group) > 1 and batches.height and "ts" in batches.columns:
-        batches = batches.sort("ts", nulls_last=True)
+        # (time order; rows of one second in file and line order: a file's frame is kind by kind,
+        # and a prefill line before a decode line of the same second stays before it)
+        batches = _files_in_order(batches, "ts")
     args = _args_of(events)
     command = next((e.get("command") for e in events if e.kind == "launch_command"), None)
     run = Run(
@@ -697,10 +699,17 @@ def _roll_dateless(events: list[Event], batches: pl.DataFrame) -> None:
         prev = t
 
 
+def _files_in_order(frame: pl.DataFrame, *first: str) -> pl.DataFrame:
+    """Rows sorted by ``first`` (nulls last), then by file in the order the files come in, then by line."""
+    at = pl.col("_at").min().over("file")
+    return frame.with_row_index("_at").sort([*first, at, "line"], nulls_last=True).drop("_at")
+
+
 def _roll_frame(frame: pl.DataFrame) -> pl.DataFrame:
     if "ts_has_date" not in frame.columns or frame.get_column("ts_has_date").all():
         return frame
-    frame = frame.sort("line") if frame.get_column("file").n_unique() <= 1 else frame
+    # (in line order: a file's frame is kind by kind; several files one after the other)
+    frame = frame.sort("line") if frame.get_column("file").n_unique() <= 1 else _files_in_order(frame)
     back = (pl.col("ts").diff() < pl.duration(hours=-1)).fill_null(False).cast(pl.Int64).cum_sum()
     return frame.with_columns(
         pl.when(pl.col("ts_has_date")).then(pl.col("ts")).otherwise(pl.col("ts") + pl.duration(days=1) * back).alias("ts")

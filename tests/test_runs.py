@@ -308,3 +308,53 @@ def test_batch_rows_kind_by_kind_and_per_run_slices(tmp_path):
     run = sglog.load([write(tmp_path, "node0.log", n0), write(tmp_path, "node1.log", n1)])[0]
     assert run.decode.height == 7 and run.prefill.height == 6
     assert run.decode.get_column("gen_throughput").to_list() == [300.0, 999.0, 301.0, 302.0, 303.0, 304.0, 305.0]
+
+
+def test_several_files_rows_of_one_second_stay_in_line_order(tmp_path):
+    """A run of two node files is in time order; within a second a file's rows keep their line
+    order (its own frame is kind by kind), and the batch before an OOM is the decode line just
+    before it, not a prefill line of the same second (review of the kind-by-kind frame)."""
+    from sglog.diagnose import diagnose_runs
+    from sglog.rules import facts
+
+    day = "2026-02-23"
+    n0 = startup(day, 0, range(0, 8), tp=16, nn=2, nr=0) + [
+        prefill(day, 65, 16384),
+        decode(day, 65, 412.0, running=96),
+        f"[{day} 10:01:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1100, in event_loop_normal',
+        "    result = self.run_batch(batch)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.10 GiB is free.",
+        "",
+        f"[{day} 10:01:06] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    n1 = startup(day, 1, range(8, 16), tp=16, nn=2, nr=1)
+    p0 = write(tmp_path, "node0.log", n0)
+    run = sglog.load([p0, write(tmp_path, "node1.log", n1)])[0]
+    rows = run.batches.select("kind", "line").rows()
+    assert rows == sorted(rows, key=lambda r: r[1]) and [k for k, _l in rows] == ["prefill_batch", "decode_batch"]
+    oom = n0.index(next(x for x in n0 if "Scheduler hit an exception" in x)) + 1
+    tail, counts = facts.batches_before(run, p0, oom, 1)
+    assert [r["kind"] for r in tail] == ["decode_batch"] and counts == {"prefill_batch": 1, "decode_batch": 1}
+    f = next(x for x in diagnose_runs([run]) if x.name == "runtime-oom")
+    assert [(e.line, e.note) for e in f.evidence if e.note and "last batch" in e.note] == [(oom - 1, "last batch before the OOM")]
+
+
+def test_dateless_rows_of_several_files_roll_over_by_line(tmp_path):
+    """Date-less times roll over midnight in line order within each file (a file's frame is kind
+    by kind: going from its last decode row back to its first prefill row is no midnight)."""
+    from sglog.rules import facts
+
+    head = [x.replace("23:55", "09:55") for x in (REAL.parent / "constructed" / "midnight-0.3.log").read_text().splitlines()[:21]]  # (through the first model-info request)
+    pre = "[{t} TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, cache hit rate: 0.00%, #running-req: 0, #queue-req: 0"
+    dec = "[{t} TP0] Decode batch. #running-req: 4, #token: 4399, token usage: 0.01, gen throughput (token/s): 590.18, #queue-req: 0"
+    body = [x.format(t=f"{10 + m // 60:02d}:{m % 60:02d}:00") for m in range(0, 130, 5) for x in (pre, dec)]
+    c = write(tmp_path, "c.log", head + ["[10:00:00] The server is fired up and ready to roll!"] + body)
+    d = write(tmp_path, "d.log", [x.replace("random_seed=", "random_seed=2") for x in head] + [dec.format(t="12:06:00")])
+    runs = sglog.load([c, d])
+    run = runs[0]
+    assert len(run.files) == 2
+    assert run.batches.get_column("ts").dt.day().unique().to_list() == [1]
+    assert facts.serving_minutes(run) == 126.0
+    assert str(run.ending.last_ts) == "1900-01-01 12:06:00"
+    assert timeline.windows(run, "1h").height == 3

@@ -463,14 +463,14 @@ def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, An
     """(the last ``n`` batch rows logged before ``line`` of ``file``, in line order; how many rows
     of each kind came before it), without copying the rows before it (millions in a long run).
     A one-file run's frame is kind by kind (parse.ParsedLog.batches): each kind's rows are looked
-    at on their own; a run of several files is in time order, and its order is kept."""
+    at on their own; a run of several files is in time order: the file's latest lines are taken."""
     from sglog import fastpath
 
     b = run.batches
     if not b.height or "line" not in b.columns:
         return [], {}
     blocks = fastpath.kind_blocks(b)
-    rows: list[tuple[int, int, dict[str, Any]]] = []
+    rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     for kind, frame in (blocks.items() if blocks is not None else [(None, b)]):
         mask = frame.get_column("line") < line
@@ -483,11 +483,13 @@ def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, An
             counts[kind] = idx.len()
         elif "kind" in frame.columns:
             counts = dict(frame.get_column("kind").gather(idx).value_counts().iter_rows())
-        last = idx.tail(n)
-        for pos, row in zip(last.to_list(), frame[last].to_dicts()):
-            rows.append((row["line"] if kind is not None else pos, pos, row))
-    rows.sort(key=operator.itemgetter(0, 1))
-    return [r for _l, _p, r in rows[-n:]], counts
+        if kind is not None:  # (a kind's rows are in line order)
+            last = idx.tail(n)
+        else:  # (a run of several files is in time order: the latest lines of this file)
+            last = idx.gather(frame.get_column("line").gather(idx).arg_sort(descending=True).head(n))
+        rows += frame[last].to_dicts()
+    rows.sort(key=operator.itemgetter("line"))
+    return rows[-n:], counts
 
 
 def serving_minutes(run) -> float | None:
