@@ -6,7 +6,8 @@ Notebook API::
     runs = sglog.load("server.log")          # or a list of files (one per node)
     run = runs[0]
     run.events                               # typed events (list of sglog.events.Event)
-    run.batches                              # polars frame of decode/prefill batch lines (kind by kind, each in line order)
+    run.batches                              # polars frame of decode/prefill batch lines (one file: kind by kind,
+                                             #   each kind in line order; several files: in time order)
     run.decode, run.prefill                  # the rows of one kind
     run.startup.to_dict(), run.memory.to_dict(), run.ending.describe()
     sglog.timeline.windows(run, "1m")        # polars frame of serving windows
