@@ -363,12 +363,18 @@ class Run:
     @property
     def decode(self) -> pl.DataFrame:
         """The decode rows of the batch frame (without the columns null in all of them); once per run."""
-        return self.memo("decode", lambda run: _rows_of(run.batches, "decode_batch"))
+        return self.memo("decode", lambda run: _rows_of(run.batches, "decode_batch", run.kind_blocks))
 
     @property
     def prefill(self) -> pl.DataFrame:
         """The prefill rows of the batch frame (without the columns null in all of them); once per run."""
-        return self.memo("prefill", lambda run: _rows_of(run.batches, "prefill_batch"))
+        return self.memo("prefill", lambda run: _rows_of(run.batches, "prefill_batch", run.kind_blocks))
+
+    @property
+    def kind_blocks(self) -> dict[str, pl.DataFrame] | None:
+        """The batch frame's rows of each kind, as slices of it (``fastpath.kind_blocks``); None when
+        the frame is not kind by kind (a run of several files is in time order); once per run."""
+        return self.memo("kind_blocks", lambda run: fastpath.kind_blocks(run.batches))
 
     def count(self, kind: str) -> int:
         """How many rows of this kind the batch frame has (without copying them)."""
@@ -415,31 +421,34 @@ def kind_positions(events: list[Event]) -> dict[str, list[int]]:
     return index
 
 
-def _rows_of(batches: pl.DataFrame, kind: str) -> pl.DataFrame:
+def _rows_of(batches: pl.DataFrame, kind: str, blocks: dict[str, pl.DataFrame] | None) -> pl.DataFrame:
     """Rows of one kind, without the columns that are null in all of them (prefill fields in decode
     rows, unused rank axes): a multi-hour log has millions of rows.  A slice of a frame that is
     kind by kind (a one-file run); a copy of the others' rows, with ``kind`` a constant."""
     if batches.height == 0 or "kind" not in batches.columns:
         return batches
-    blocks = fastpath.kind_blocks(batches)
+    # (null in all of them: the rank axes are in the `rank` label, the date flag is for the roll-over
+    # of date-less times, done before)
+    wanted = [c for c in batches.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
     if blocks is not None and kind in blocks:  # (kind by kind, as parse_file makes it: the kind's rows are a slice)
         block = blocks[kind]
-        wanted = [c for c in block.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
         nulls = block.select(wanted).null_count().row(0, named=True) if wanted else {}
-        keep = [c for c in block.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in wanted and nulls[c] < block.height)]
-        return block.select(keep)
+        return block.select(_kept(block.columns, wanted, {c for c in wanted if nulls[c] == block.height}))
     mine = batches.get_column("kind") == kind
-    # (null in all of them: the rank axes are in the `rank` label, the date flag is for the roll-over
-    # of date-less times, done before; only columns with some nulls and some values need a look)
-    wanted = [c for c in batches.columns if c != "kind" and not (c in ENVELOPE_COLUMNS and c != "ts_has_date") and c not in RANK_AXES]
+    # (only columns with some nulls and some values need a look)
     nulls = batches.select(wanted).null_count().row(0, named=True) if wanted else {}
     mixed = [c for c in wanted if 0 < nulls[c] < batches.height]
     # (whether a column has a value in these rows, from the masks: only the columns kept are then copied, once)
     present = batches.select([(pl.lit(mine) & pl.col(c).is_not_null()).any().alias(c) for c in mixed]).row(0, named=True) if mixed else {}
-    empty = {c for c in wanted if nulls[c] == batches.height} | {c for c in mixed if not present[c]}
-    keep = [c for c in batches.columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in wanted and c not in empty)]
+    keep = _kept(batches.columns, wanted, {c for c in wanted if nulls[c] == batches.height} | {c for c in mixed if not present[c]})
     rows = batches.select([c for c in keep if c != "kind"]).filter(mine)
     return rows.with_columns(pl.lit(kind).alias("kind")).select(keep)
+
+
+def _kept(columns: list[str], fields: list[str], empty: set[str]) -> list[str]:
+    """The columns of a kind's rows: kind, the envelope but the date flag, and the fields (the
+    date flag among them) with a value; no rank axis."""
+    return [c for c in columns if c == "kind" or (c in ENVELOPE_COLUMNS and c != "ts_has_date") or (c in fields and c not in empty)]
 
 
 def jsonable(v):

@@ -464,12 +464,10 @@ def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, An
     of each kind came before it), without copying the rows before it (millions in a long run).
     A one-file run's frame is kind by kind (parse.ParsedLog.batches): each kind's rows are looked
     at on their own; a run of several files is in time order: the file's latest lines are taken."""
-    from sglog import fastpath
-
     b = run.batches
     if not b.height or "line" not in b.columns:
         return [], {}
-    blocks = fastpath.kind_blocks(b)
+    blocks = run.kind_blocks
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     for kind, frame in (blocks.items() if blocks is not None else [(None, b)]):
@@ -479,13 +477,12 @@ def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, An
         idx = mask.arg_true()
         if not idx.len():
             continue
-        if kind is not None:
-            counts[kind] = idx.len()
-        elif "kind" in frame.columns:
-            counts = dict(frame.get_column("kind").gather(idx).value_counts().iter_rows())
         if kind is not None:  # (a kind's rows are in line order)
+            counts[kind] = idx.len()
             last = idx.tail(n)
         else:  # (a run of several files is in time order: the latest lines of this file)
+            if "kind" in frame.columns:
+                counts = dict(frame.get_column("kind").gather(idx).value_counts().iter_rows())
             last = idx.gather(frame.get_column("line").gather(idx).arg_sort(descending=True).head(n))
         rows += frame[last].to_dicts()
     rows.sort(key=operator.itemgetter("line"))
