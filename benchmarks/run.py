@@ -1,4 +1,4 @@
-"""Speed benchmark: sglog against the physical floor and a naive peer, same files, same run.
+"""Speed benchmark: sglog against the physical floor and two peers, same files, same run.
 
     python benchmarks/run.py                 # 1M, 5M and .gz logs (generated if missing), 3 runs each
     python benchmarks/run.py --runs 5 --no-5m
@@ -7,7 +7,8 @@
 For every file it times, as subprocesses: ``sglog events --stats``, ``sglog
 diagnose`` (the whole pipeline; if that command is missing or fails, the
 library load ``sglog.load(path)`` instead, and says so), ``wc -l``, ``grep -c``
-and the naive peer (benchmarks/naive_peer.py).  Median wall time of N runs,
+and two peers: a naive Python one (benchmarks/naive_peer.py) and a Polars regex
+pipeline (benchmarks/polars_peer.py).  Median wall time of N runs,
 lines/s, MB/s (uncompressed bytes), peak RSS (``wait4``), and the ratio to
 ``grep -c``.  Also ``sglog --help`` and ``sglog diagnose`` on a 1,000-line
 log, and a correctness check: on a sample, the events and the findings of
@@ -189,6 +190,7 @@ def file_tools(path: Path, diag: bool) -> list[tuple[str, object, dict, str]]:
             ("grep -c", ["grep", "-c", "Decode batch", str(path)], {}, ""),
         ]
     tools.append(("naive peer (Python re)", [sys.executable, str(HERE / "naive_peer.py"), str(path)], {}, ""))
+    tools.append(("polars peer (regex pipeline)", [sys.executable, str(HERE / "polars_peer.py"), str(path)], {}, ""))
     return tools
 
 
@@ -394,6 +396,13 @@ def check_targets(doc: dict) -> dict:
         if r1 and rgz:
             over = rgz["median_s"] / r1["median_s"] - 1
             out[f"{tag}_gz_overhead"] = {"value": round(over, 3), "target": f"<= +{TARGETS['gz_overhead']:.0%}", "ok": over <= TARGETS["gz_overhead"]}
+    # "faster than lnav and the Polars pipeline": against the peers timed in the same rounds
+    d1 = _get(doc, "sglang-1m.log", "sglog diagnose")
+    for tool, tag in (("polars peer", "polars_peer"), ("naive peer", "naive_peer")):
+        peer = _get(doc, "sglang-1m.log", tool)
+        if d1 and peer:
+            x = peer["median_s"] / d1["median_s"]
+            out[f"diagnose_1m_vs_{tag}"] = {"value": f"{x:.2f}x as fast ({peer['lines_per_s']:,.0f} lines/s)", "target": "faster (> 1x)", "ok": x > 1}
     startup = {r["tool"]: r for r in doc.get("startup", [])}
     h = startup.get("sglog --help")
     if h:
