@@ -361,8 +361,8 @@ def test_naive_peer_counts_lines(tmp_path):
     assert sum(r["kind"] == "decode_batch" for r in records) > 200
 
 
-@pytest.mark.parametrize("compress", [False, True])
-def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, compress):
+@pytest.mark.parametrize("compress,by_field", [(False, False), (True, False), (False, True)])
+def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, compress, by_field):
     """The Polars regex pipeline the benchmark times sglog against does the work it stands for:
     every line, its kind, every field of the batch, access and retraction lines."""
     spec = importlib.util.spec_from_file_location("sglog_bench_polars_peer", ROOT / "benchmarks" / "polars_peer.py")
@@ -374,11 +374,11 @@ def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, comp
         gz = tmp_path / "gen.log.gz"
         gz.write_bytes(gzip.compress(p.read_bytes()))
         p = gz
-    out = mod.read(str(p))
+    out = mod.read(str(p), by_field)
     assert out["lines"] == 3000 == sum(out["kinds"].values())
     assert out["kinds"]["decode_batch"] == sum("] Decode batch, " in line for line in lines) > 1000
     assert out["kinds"]["http_access"] == sum('HTTP/1.1" ' in line for line in lines) > 100
-    for kind, (_start, fields) in mod.KINDS.items():
+    for kind, (_start, _rx, fields) in mod.KINDS.items():
         got = out["values"][kind]
         assert got["rows"] == out["kinds"].get(kind, 0) > 0, kind
         assert all(got[f] == got["rows"] for f in fields), (kind, got)  # (every field of every row extracted)
