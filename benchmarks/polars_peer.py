@@ -1,9 +1,8 @@
 """The Polars peer: the regex pipeline an analyst writes with polars for an SGLang log.
 
 The issue that asked for the benchmark names "a Polars regex pipeline" (~300k lines/s) among
-the tools people use today; this is one, written the way the polars documentation suggests:
-the whole file read at once (the CSV reader as a line splitter), the envelope taken apart by
-one regex, lines told apart by the start of their message, and the fields of the batch,
+the tools people use today; this is one, written with care: the whole file read at once (the
+CSV reader as a line splitter), the envelope taken apart by one regex, lines told apart by the start of their message, and the fields of the batch,
 access and retraction lines extracted by one regex per kind (capture groups, the fields in
 the order the log prints them) and cast, in polars' lazy engine on every core; or, with
 ``--field-by-field``, each field by a regex of its own (what one writes when the order may

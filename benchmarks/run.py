@@ -1,4 +1,4 @@
-"""Speed benchmark: sglog against the physical floor and two peers, same files, same run.
+"""Speed benchmark: sglog against the physical floor and three peers, same files, same run.
 
     python benchmarks/run.py                 # 1M, 5M and .gz logs (generated if missing), 3 runs each
     python benchmarks/run.py --runs 5 --no-5m
@@ -7,8 +7,8 @@
 For every file it times, as subprocesses: ``sglog events --stats``, ``sglog
 diagnose`` (the whole pipeline; if that command is missing or fails, the
 library load ``sglog.load(path)`` instead, and says so), ``wc -l``, ``grep -c``
-and two peers: a naive Python one (benchmarks/naive_peer.py) and a Polars regex
-pipeline (benchmarks/polars_peer.py).  Median wall time of N runs,
+and three peers: a naive Python one (benchmarks/naive_peer.py) and a Polars regex
+pipeline in two forms (benchmarks/polars_peer.py).  Median wall time of N runs,
 lines/s, MB/s (uncompressed bytes), peak RSS (``wait4``), and the ratio to
 ``grep -c``.  Also ``sglog --help`` and ``sglog diagnose`` on a 1,000-line
 log, and a correctness check: on a sample, the events and the findings of
