@@ -361,7 +361,7 @@ def test_naive_peer_counts_lines(tmp_path):
     assert sum(r["kind"] == "decode_batch" for r in records) > 200
 
 
-@pytest.mark.parametrize("compress,by_field", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("compress,by_field", [(False, False), (True, False), (False, True), (True, True)])
 def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, compress, by_field):
     """The Polars regex pipeline the benchmark times sglog against does the work it stands for:
     every line, its kind, every field of the batch, access and retraction lines."""
@@ -382,6 +382,7 @@ def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, comp
         got = out["values"][kind]
         assert got["rows"] == out["kinds"].get(kind, 0) > 0, kind
         assert all(got[f] == got["rows"] for f in fields), (kind, got)  # (every field of every row extracted)
+        assert got["first_ts"] <= got["last_ts"] and got["first_ts"].startswith("2026-"), got  # (the timestamps parsed)
 
 
 def test_benchmark_runs_every_tool_in_rounds(tmp_path, monkeypatch):
