@@ -116,7 +116,7 @@ def read(path: str, field_by_field: bool = False) -> dict:
         else:
             rows = rows.select("ts", "ranks", msg.str.extract_groups(rx).alias("f")).unnest("f")
         rows = rows.with_columns((pl.col(f) == "True") if dt == pl.Boolean else pl.col(f).cast(dt, strict=False) for f, dt in fields.items())
-        span = [pl.col("ts").min().cast(pl.String).alias("first_ts"), pl.col("ts").max().cast(pl.String).alias("last_ts"), pl.col("ranks").n_unique().alias("rank_tags")]
+        span = [pl.col("ts").min().cast(pl.String).alias("first_ts"), pl.col("ts").max().cast(pl.String).alias("last_ts"), pl.col("ranks").drop_nulls().len().alias("ranks")]
         queries.append(rows.select(pl.len().alias("rows"), *[pl.col(f).drop_nulls().len().alias(f) for f in fields], *span))
     counts, *per_kind = pl.collect_all(queries)
     return {
