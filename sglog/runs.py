@@ -548,12 +548,12 @@ def _split_points(log: ParsedLog, index: dict[str, list[int]] | None = None) -> 
     return sorted(set(sp.starts))
 
 
-def _slice_frame(frame: pl.DataFrame, lo: int, hi: int, file: str) -> pl.DataFrame:
-    """The rows of lines ``lo`` to ``hi``: zero-copy slices of each kind's block (the frames of
-    parse_file are kind by kind, each kind's rows in line order; millions of rows)."""
+def _slice_frame(frame: pl.DataFrame, blocks: dict[str, pl.DataFrame] | None, lo: int, hi: int, file: str) -> pl.DataFrame:
+    """The rows of lines ``lo`` to ``hi``: zero-copy slices of each kind's block (``blocks``, the
+    frame's ``fastpath.kind_blocks``: the frames of parse_file are kind by kind, each kind's rows
+    in line order; millions of rows)."""
     if frame.height == 0:
         return frame
-    blocks = fastpath.kind_blocks(frame)
     if blocks is not None:
         parts = []
         for block in blocks.values():
@@ -584,11 +584,14 @@ def _pieces(log: ParsedLog) -> list[_Piece]:
     bounds = list(zip(starts, [s - 1 for s in starts[1:]] + [max(log.lines, 1)]))
     out = []
     line = operator.attrgetter("line")
+    # (each frame's kind blocks found once for all its pieces: a restart-heavy file has many)
+    frames = [(f, fastpath.kind_blocks(f)) for f in (log.batches, log.access)]
     for i, (lo, hi) in enumerate(bounds, 1):
         # (the events are in line order: a piece's are a slice of them)
         evs = log.events[bisect.bisect_left(log.events, lo, key=line) : bisect.bisect_right(log.events, hi, key=line)]
         whole = len(evs) == len(log.events)  # (then the same list: the file's index is the piece's)
-        out.append(_Piece(log.path, lo, hi, evs, _slice_frame(log.batches, lo, hi, log.path), _slice_frame(log.access, lo, hi, log.path), i, index if whole else None))
+        batches, access = (_slice_frame(f, blocks, lo, hi, log.path) for f, blocks in frames)
+        out.append(_Piece(log.path, lo, hi, evs, batches, access, i, index if whole else None))
     return out
 
 
