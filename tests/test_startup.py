@@ -11,20 +11,18 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 
 # the modules the command has loaded when it starts reading (commands/diagnose.py), then either
-# the reading or the preload of render_rich's imports
+# the reading, the preload of the later stages (runs, rules, findings) or that of render_rich's
+# imports
 _PROBE = """
 import importlib, json, sys
 import sglog.cli
 import sglog.commands.diagnose as cmd
-from sglog.diagnose import diagnose_runs, looks_like_sglang
 from sglog.parse import parse_file
-from sglog.runs import build_runs
-from sglog.rules import choose
 before = set(sys.modules)
 if sys.argv[1] == "read":
     parse_file(sys.argv[2])
 else:
-    for name in cmd.RENDER_IMPORTS:
+    for name in (cmd.RENDER_IMPORTS if sys.argv[1] == "render" else cmd.STAGE_IMPORTS):
         importlib.import_module(name)
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
@@ -39,12 +37,37 @@ def _loaded(what: str, probe: str = _PROBE, log: Path = LOG) -> set[str]:
     return set(json.loads(_probe(probe, what, str(log))))
 
 
-def test_preloaded_render_modules_share_no_import_with_the_reading():
+def test_preloaded_modules_share_no_import_with_the_reading():
     # the preload thread imports while the main thread reads: a module both threads import could
     # make one wait on the other's module lock (or, in a cycle, fail as a deadlock)
-    read, render = _loaded("read"), _loaded("render")
+    read, render, stages = _loaded("read"), _loaded("render"), _loaded("stages")
     assert "rich.console" in render
+    assert {"sglog.rules", "sglog.runs", "sglog.diagnose"} <= stages
     assert not read & render, sorted(read & render)
+    assert not read & stages, sorted(read & stages)
+
+
+def test_the_reading_starts_before_the_later_stages_are_imported():
+    # diagnose without --select/--ignore: runs, rules and findings are imported while the logs
+    # are read (commands/diagnose.STAGE_IMPORTS), not on one core before
+    probe = """
+import json, sys
+import sglog.parse
+seen = {}
+real = sglog.parse.parse_file
+def parse_file(*a, **k):
+    seen.setdefault("loaded", sorted(m for m in sys.modules if m in ("sglog.runs", "sglog.rules", "sglog.diagnose")))
+    return real(*a, **k)
+sglog.parse.parse_file = parse_file
+from sglog.cli import app
+try:
+    app([*sys.argv[1:]], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(seen["loaded"]))
+"""
+    out = _probe(probe, "diagnose", "-f", "json", str(LOG))
+    assert json.loads(out.strip().splitlines()[-1]) == []
 
 
 # the modules the command loads after it starts reading ahead (commands/_common.read_ahead), and

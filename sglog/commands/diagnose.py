@@ -15,6 +15,10 @@ from sglog.cli import app
 # render_rich's third-party imports, loaded while the logs are read (see _common.preload;
 # tests/test_startup.py checks that the reading imports none of what they import)
 RENDER_IMPORTS = ("rich.console", "rich.padding", "rich.text")
+# the stages after the reading (runs, rules, findings: ~60-100 ms of imports on one core), loaded
+# while the logs are read instead of before (tests/test_startup.py: the reading imports none of
+# what they import either)
+STAGE_IMPORTS = ("sglog.runs", "sglog.rules", "sglog.diagnose")
 
 
 class DiagnoseFormat(str, Enum):
@@ -61,26 +65,25 @@ def diagnose(
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
     import json
 
-    from sglog.commands._common import read_ahead
+    from sglog.commands._common import preload, read_ahead
 
     read_ahead(logs)
 
-    from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
     from sglog.errors import NotSGLangLog, UsageError
     from sglog.parse import parse_file, under_way
-    from sglog.runs import build_runs
 
-    try:  # check selectors before parsing anything (the read-ahead above is best effort)
+    if select or ignore:  # check selectors before parsing anything (the read-ahead above is best effort)
         from sglog.rules import choose
 
-        choose(select, ignore)
-    except KeyError as e:
-        raise UsageError(e.args[0]) from None
-    if fmt == DiagnoseFormat.rich:
-        from sglog.commands._common import preload
-
-        preload(*RENDER_IMPORTS, after=under_way)
+        try:
+            choose(select, ignore)
+        except KeyError as e:
+            raise UsageError(e.args[0]) from None
+    preload(*STAGE_IMPORTS, *(RENDER_IMPORTS if fmt == DiagnoseFormat.rich else ()), after=under_way)
     parsed = [parse_file(p) for p in logs]
+    from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
+    from sglog.runs import build_runs
+
     ok, coverage = looks_like_sglang(parsed)
     if not ok:
         bad = [f for f in coverage["files"] if not f["sglang"]]
