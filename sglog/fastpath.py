@@ -1285,10 +1285,11 @@ def kind_major(frames: list[pl.DataFrame]) -> pl.DataFrame:
         else:
             for (k,), part in f.partition_by("kind", as_dict=True, maintain_order=True).items():
                 by_kind.setdefault(k, []).append(part)
-    out = concat_frames([_concat_sorted(by_kind[k]) for k in sorted(by_kind)])
-    # (one chunk per column: the file's frame then stacks the chunks' blocks as they are -- with
-    # columns cut differently, e.g. the time parsed in pieces, polars would copy them whole)
-    return out.rechunk()
+    # (each kind's columns in one chunk, so that all of a frame's columns are cut at the same
+    # rows: the file's frame then stacks the chunks' blocks as they are -- with columns cut
+    # differently, e.g. the time parsed in pieces, polars would copy them whole.  Only such
+    # columns are copied here, not the whole frame)
+    return concat_frames([_concat_sorted(by_kind[k]).rechunk() for k in sorted(by_kind)])
 
 
 def kind_blocks(frame: pl.DataFrame) -> dict[str, pl.DataFrame] | None:
