@@ -24,10 +24,11 @@ class ReportFormat(str, Enum):
 
 def preload(*modules: str, after=None) -> None:
     """Import ``modules`` in a background thread while this one reads the logs: the 1M-line
-    diagnosis ends by rendering with rich, whose import (~40 ms) would otherwise follow the
-    reading on one core (#7).  Only third-party modules the reading never imports, so neither
-    thread waits on a module the other is importing; a failed import is left for the command's
-    own import to report.  ``after``: an event to wait for first (``parse.under_way``: the start
+    diagnosis goes on with the runs and rules and ends by rendering with rich, whose imports
+    (~0.1 s and ~40 ms) would otherwise come before or after the reading on one core (#7).  Only
+    modules the reading never imports (tests/test_startup.py), so neither thread waits on a
+    module the other is importing; a failed import is left for the command's own import to
+    report.  ``after``: an event to wait for first (``parse.under_way``: the start
     of the reading is Python on one core, which the imports would slow)."""
     import importlib
     import threading
