@@ -1,4 +1,4 @@
-"""Speed benchmark: sglog against the physical floor and three peers, same files, same run.
+"""Speed benchmark: sglog against the physical floor and its peers, same files, same run.
 
     python benchmarks/run.py                 # 1M, 5M and .gz logs (generated if missing), 3 runs each
     python benchmarks/run.py --runs 5 --no-5m
@@ -7,10 +7,11 @@
 For every file it times, as subprocesses: ``sglog events --stats``, ``sglog
 diagnose`` (the whole pipeline; if that command is missing or fails, the
 library load ``sglog.load(path)`` instead, and says so), ``wc -l``, ``grep -c``
-and three peers: a naive Python one (benchmarks/naive_peer.py) and a Polars regex
-pipeline in two forms (benchmarks/polars_peer.py).  Median wall time of N runs,
-lines/s, MB/s (uncompressed bytes), peak RSS (``wait4``), and the ratio to
-``grep -c``.  Also ``sglog --help`` and ``sglog diagnose`` on a 1,000-line
+and the peers: a naive Python one (benchmarks/naive_peer.py), a Polars regex
+pipeline in two forms (benchmarks/polars_peer.py) and, when it is installed,
+lnav (headless: it indexes the file and counts its messages by level).
+Median wall time of N runs, lines/s, MB/s (uncompressed bytes), peak RSS
+(``wait4``), and the ratio to ``grep -c``.  Also ``sglog --help`` and ``sglog diagnose`` on a 1,000-line
 log, and a correctness check: on a sample, the events and the findings of
 the fast path equal those of the lark-only path.  Commands run with their
 bytecode cached (as an installed sglog does), after one warm-up run.  The
@@ -77,9 +78,10 @@ TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(argv, *, shell: bool = False, ok_codes=(0,)) -> dict:
+def run_once(argv, *, shell: bool = False, ok_codes=(0,), env: dict | None = None) -> dict:
     """Run a command, its output drained through a pipe (GNU grep stops early when writing to
-    /dev/null); wall time, peak RSS, CPU time, exit code.
+    /dev/null); wall time, peak RSS, CPU time, exit code.  ``env``: variables set on top of
+    ``ENV``.
 
     Peak RSS comes from GNU time when present (the command is then forked from a small
     process); otherwise from wait4, which also counts the launcher's memory at fork time.
@@ -91,7 +93,7 @@ def run_once(argv, *, shell: bool = False, ok_codes=(0,)) -> dict:
         os.close(fd)
         cmd = [TIME, "-f", "%M %U %S", "-o", report] + cmd
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env={**ENV, **(env or {})})
     _out, err = proc.communicate()
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -192,7 +194,36 @@ def file_tools(path: Path, diag: bool) -> list[tuple[str, object, dict, str]]:
     tools.append(("naive peer (Python re)", [sys.executable, str(HERE / "naive_peer.py"), str(path)], {}, ""))
     tools.append(("polars peer (field by field)", [sys.executable, str(HERE / "polars_peer.py"), "--field-by-field", str(path)], {}, ""))
     tools.append(("polars peer (one regex a kind)", [sys.executable, str(HERE / "polars_peer.py"), str(path)], {}, ""))
+    lnav = lnav_tool(path)
+    if lnav:
+        tools.append(lnav)
     return tools
+
+
+# lnav's headless mode: load and index the file (its generic log format: timestamp, level, lines
+# folded into messages), then one SQL query over every message.  It reads no SGLang fields.
+LNAV_QUERY = ";SELECT log_level, count(*) FROM all_logs GROUP BY log_level"
+_LNAV_HOME: list[str] = []
+
+
+def _lnav_env(home: str) -> dict[str, str]:
+    return {"HOME": home, "XDG_CONFIG_HOME": os.path.join(home, ".config")}
+
+
+def lnav_tool(path: Path) -> tuple[str, list[str], dict, str] | None:
+    """The lnav peer, when lnav is installed (``apt install lnav``; CI machines do not have it).
+    It runs with a HOME of its own: no user formats or settings, and its state files (history,
+    index) stay out of the user's home."""
+    exe = shutil.which("lnav")
+    if not exe:
+        return None
+    if not _LNAV_HOME:
+        _LNAV_HOME.append(tempfile.mkdtemp(prefix="sglog-bench-lnav-"))
+        home = _LNAV_HOME[0]
+        # (its first start writes its default configuration there: not in a timed run)
+        subprocess.run([exe, "-n", "-c", LNAV_QUERY, os.devnull], capture_output=True, timeout=120, env={**ENV, **_lnav_env(home)})
+    env = _lnav_env(_LNAV_HOME[0])
+    return ("lnav (headless, count by level)", [exe, "-n", "-c", LNAV_QUERY, str(path)], {"env": env}, "lnav -n -c '" + LNAV_QUERY + "': indexes every line (generic format), no SGLang fields")
 
 
 def bench_files(paths: list[Path], runs: int, diag: bool) -> dict[Path, list[dict]]:
@@ -401,7 +432,12 @@ def check_targets(doc: dict) -> dict:
     # issue's Polars pipeline ran at ~300k lines/s; the field-by-field one stands for it, the one
     # regex a kind is the quickest we wrote: reported beside, not a target of the issue)
     d1 = _get(doc, "sglang-1m.log", "sglog diagnose")
-    for tool, tag, target in (("polars peer (field by field)", "polars_peer_field_by_field", True), ("naive peer", "naive_peer", True), ("polars peer (one regex a kind)", "polars_peer_one_regex_a_kind", False)):
+    for tool, tag, target in (
+        ("polars peer (field by field)", "polars_peer_field_by_field", True),
+        ("naive peer", "naive_peer", True),
+        ("lnav", "lnav", True),
+        ("polars peer (one regex a kind)", "polars_peer_one_regex_a_kind", False),
+    ):
         peer = _get(doc, "sglang-1m.log", tool)
         if d1 and peer:
             x = peer["median_s"] / d1["median_s"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -647,3 +648,42 @@ def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep
     inputs.prefetch(str(gz), 8 << 10, 2)
     with pytest.raises(InputError, match="corrupt or truncated"):
         parse_file(str(gz), chunk_bytes=8 << 10, threads=2)
+
+
+def test_benchmark_times_lnav_when_installed(tmp_path, monkeypatch):
+    """lnav, a peer the speed issue names, is timed beside sglog when it is installed: headless,
+    with a HOME of its own (no user formats; its state stays out of the user's home), and
+    `diagnose` is compared with it like the other peers."""
+    import subprocess
+    import sys as _sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("sglog_bench_run_lnav", ROOT / "benchmarks" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(_sys.modules, "sglog_bench_run_lnav", mod)
+    spec.loader.exec_module(mod)
+    log = tmp_path / "a.log"
+    log.write_text("x\n")
+    monkeypatch.setattr(mod.shutil, "which", lambda name: None)
+    assert not any(t[0].startswith("lnav") for t in mod.file_tools(log, True))  # not installed: not timed
+    started = []
+    monkeypatch.setattr(mod.shutil, "which", lambda name: "/usr/bin/lnav" if name == "lnav" else None)
+    monkeypatch.setattr(mod.subprocess, "run", lambda argv, **kw: started.append((argv, kw["env"]["HOME"])) or subprocess.CompletedProcess(argv, 0))
+    tools = mod.file_tools(log, True)
+    name, argv, kw, note = tools[-1]
+    assert name.startswith("lnav") and argv == ["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, str(log)]
+    home = kw["env"]["HOME"]
+    assert Path(home).is_dir() and home != os.environ.get("HOME") and kw["env"]["XDG_CONFIG_HOME"].startswith(home)
+    assert started == [(["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, os.devnull], home)]  # its first start, untimed
+    mod.file_tools(log, True)
+    assert len(started) == 1  # one HOME for the whole benchmark
+    # the environment reaches the command
+    ok = mod.run_once(["sh", "-c", 'test "$SGLOG_BENCH_PROBE" = yes'], env={"SGLOG_BENCH_PROBE": "yes"})
+    assert ok["ok"] and not mod.run_once(["sh", "-c", 'test "$SGLOG_BENCH_PROBE" = yes'])["ok"]
+    # diagnose against lnav, like the other peers
+    row = lambda tool, s: {"file": "sglang-1m.log", "tool": tool, "median_s": s, "lines_per_s": 1e6 / s}  # noqa: E731
+    doc = {"results": [row("sglog diagnose", 2.0), row(name, 2.5)], "startup": []}
+    t = mod.check_targets(doc)["diagnose_1m_vs_lnav"]
+    assert t["ok"] and t["value"].startswith("1.25x") and not t.get("info")
+    doc["results"][1]["median_s"] = 1.5
+    assert not mod.check_targets(doc)["diagnose_1m_vs_lnav"]["ok"]
