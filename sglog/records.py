@@ -174,7 +174,7 @@ class Folder:
             self._close()
         self._last = lineno
         text = clean(raw)
-        if not text.strip():
+        if not text or text.isspace():  # (blank: the test of `not text.strip()`, without a copy)
             cur = self._cur
             if cur is not None and (cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning") or (cur.mode == "newline" and len(cur.lines) == 1)):
                 self._blanks.append((lineno, raw))

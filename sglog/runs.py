@@ -348,12 +348,27 @@ class Run:
             return events[bisect.bisect_left(events, lo, key=line) : bisect.bisect_left(events, hi, key=line)]
         return [e for e in events if e.file == file and lo <= e.line < hi]
 
+    def lowered_texts(self) -> dict[str, str]:
+        """kind -> the texts of its events joined by newlines, lower-cased; once per run.  The
+        screens for rare words use it (``mentions``, the KV-transfer rule): a scan in C of a
+        kind's texts instead of a walk through tens of thousands of events.  Kind by kind, so that
+        one non-ASCII line (a tqdm bar) makes only its own kind's text wide (a wide copy of all the
+        texts, ~7 MB for 1M lines, cost twice as much)."""
+
+        def compute(run: Run) -> dict[str, str]:
+            text, events = operator.attrgetter("text"), run.events
+            return {kind: "\n".join(filter(None, map(text, map(events.__getitem__, at)))).lower() for kind, at in run.by_kind.items()}
+
+        return self.memo("lowered_texts", compute)
+
     def mentions(self, needle: str) -> bool:
-        """Does some event's text contain ``needle``?  One scan in C of all the texts, joined once
-        per run: a rule that looks for a rare line among tens of thousands of events asks this
-        before it walks them."""
-        blob = self.memo("text_blob", lambda run: "\n".join(filter(None, map(operator.attrgetter("text"), run.events))))
-        return needle in blob
+        """Might some event's text contain ``needle``?  A screen for a rule that looks for a rare
+        line among tens of thousands of events before it walks them: true when one does, and
+        also when one holds a case variant of it (the texts are searched lower-cased)."""
+        if not needle.isascii():  # (lower-casing may change non-ASCII text around it: no screen)
+            return any(needle in t for t in map(operator.attrgetter("text"), self.events) if t)
+        low = needle.lower()
+        return any(low in blob for blob in self.lowered_texts().values())
 
     def has(self, *kinds: str) -> bool:
         """Is there an event of any of these kinds?"""

@@ -270,6 +270,18 @@ def test_run_kind_index_equals_plain_loops():
             assert run.events_of(*ks) == [e for e in events if e.kind in ks]
             assert run.has(*ks) == any(e.kind in ks for e in events)
         assert run.first("c") == next((e for e in events if e.kind == "c"), None)
+        # the screens for rare words: each kind's texts, joined and lower-cased; `mentions` never
+        # misses a text that holds the needle, and with an ASCII needle it is true exactly when a
+        # text holds it in some case (a screen: rules then check the events themselves)
+        assert run.lowered_texts() == {k: "\n".join(e.text for e in events if e.kind == k and e.text).lower() for k in {e.kind for e in events}}
+        for needle in ("PCIe", "fail", "NEEDLE", "İx", "ß", "absent"):
+            got = run.mentions(needle)
+            texts = [e.text for e in events if e.text]
+            assert got or not any(needle in t for t in texts)
+            if needle.isascii():
+                assert got == any(needle.lower() in t.lower() for t in texts)
+            else:
+                assert got == any(needle in t for t in texts)
 
 
 def prefill(day: str, t: int, new: int) -> str:

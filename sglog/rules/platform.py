@@ -318,16 +318,17 @@ def _kv_failures(run) -> list:
     failure, in ``events`` order."""
     events = run.events
     hits = list(run.by_kind.get("kv_transfer_failed", ()))
+    lowered = run.lowered_texts()
     for kind, positions in run.by_kind.items():
         if kind in ("kv_transfer_failed", "uvicorn_log", "http_access"):
             continue
-        texts = [events[i].text for i in positions]
-        # a kind's texts screened at once (tens of thousands of retraction and GC lines: one
-        # lower() and two scans in C; every pattern holds 'transfer' or 'fail'); only a kind
-        # where one shows is read event by event
-        low = "\n".join(t for t in texts if t).lower()
+        # a kind's texts screened at once (tens of thousands of retraction and GC lines: two
+        # scans in C of its lower-cased text; every pattern holds 'transfer' or 'fail'); only a
+        # kind where one shows is read event by event
+        low = lowered[kind]
         if "transfer" not in low and "fail" not in low:
             continue
+        texts = [events[i].text for i in positions]
         for i, text in zip(positions, texts):
             if text:
                 cut = text.find("\n")
