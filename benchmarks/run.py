@@ -26,6 +26,7 @@ numbers.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import json
 import os
@@ -220,6 +221,7 @@ def lnav_tool(path: Path) -> tuple[str, list[str], dict, str] | None:
     if not _LNAV_HOME:
         _LNAV_HOME.append(tempfile.mkdtemp(prefix="sglog-bench-lnav-"))
         home = _LNAV_HOME[0]
+        atexit.register(shutil.rmtree, home, True)
         # (its first start writes its default configuration there: not in a timed run)
         subprocess.run([exe, "-n", "-c", LNAV_QUERY, os.devnull], capture_output=True, timeout=120, env={**ENV, **_lnav_env(home)})
     env = _lnav_env(_LNAV_HOME[0])
