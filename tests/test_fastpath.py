@@ -652,8 +652,10 @@ def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep
 
 def test_benchmark_times_lnav_when_installed(tmp_path, monkeypatch):
     """lnav, a peer the speed issue names, is timed beside sglog when it is installed: headless,
-    with a HOME of its own (no user formats; its state stays out of the user's home), and
-    `diagnose` is compared with it like the other peers."""
+    as it reads any log and with the benchmark's format of SGLang's batch lines, each with a HOME
+    of its own (no user formats; its state stays out of the user's home), and `diagnose` is
+    compared with both (the first is the target)."""
+    import json
     import subprocess
     import sys as _sys
 
@@ -670,20 +672,37 @@ def test_benchmark_times_lnav_when_installed(tmp_path, monkeypatch):
     monkeypatch.setattr(mod.shutil, "which", lambda name: "/usr/bin/lnav" if name == "lnav" else None)
     monkeypatch.setattr(mod.subprocess, "run", lambda argv, **kw: started.append((argv, kw["env"]["HOME"])) or subprocess.CompletedProcess(argv, 0))
     tools = mod.file_tools(log, True)
-    name, argv, kw, note = tools[-1]
-    assert name.startswith("lnav") and argv == ["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, str(log)]
-    home = kw["env"]["HOME"]
-    assert Path(home).is_dir() and home != os.environ.get("HOME") and kw["env"]["XDG_CONFIG_HOME"].startswith(home)
-    assert started == [(["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, os.devnull], home)]  # its first start, untimed
+    (plain, argv, kw, _n), (fmt, fargv, fkw, _m) = tools[-2:]
+    assert plain.startswith("lnav (") and argv == ["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, str(log)]
+    assert fmt.startswith("lnav + SGLang format") and fargv == ["/usr/bin/lnav", "-n", "-c", mod.LNAV_FORMAT_QUERY, str(log)]
+    home, fhome = kw["env"]["HOME"], fkw["env"]["HOME"]
+    for h, env in ((home, kw["env"]), (fhome, fkw["env"])):
+        assert Path(h).is_dir() and h != os.environ.get("HOME") and env["XDG_CONFIG_HOME"].startswith(h)
+    assert home != fhome and not (Path(home) / ".lnav").exists()
+    installed = Path(fhome) / ".lnav" / "formats" / "installed" / "sglang.json"
+    assert json.loads(installed.read_text()) == json.loads(mod.LNAV_FORMAT.read_text())
+    assert started == [(["/usr/bin/lnav", "-n", "-c", mod.LNAV_QUERY, os.devnull], h) for h in (home, fhome)]  # first starts, untimed
     mod.file_tools(log, True)
-    assert len(started) == 1  # one HOME for the whole benchmark
+    assert len(started) == 2  # one HOME per form for the whole benchmark
+    # the format's own samples are lines of the generated logs (its regexes must match them)
+    fmt_doc = json.loads(mod.LNAV_FORMAT.read_text())["sglang_log"]
+    import re as _re
+
+    for sample in fmt_doc["sample"]:
+        assert any(_re.match(p["pattern"].replace("(?<", "(?P<"), sample["line"]) for p in fmt_doc["regex"].values())
+    lines = list(GEN.generate_lines(3000, 5))
+    for head, name in (("Decode batch", "decode"), ("Prefill batch", "prefill")):
+        pat = _re.compile(fmt_doc["regex"][name]["pattern"].replace("(?<", "(?P<"))
+        mine = [ln for ln in lines if f"] {head}, " in ln]
+        assert mine and all(pat.match(ln) for ln in mine), name
     # the environment reaches the command
     ok = mod.run_once(["sh", "-c", 'test "$SGLOG_BENCH_PROBE" = yes'], env={"SGLOG_BENCH_PROBE": "yes"})
     assert ok["ok"] and not mod.run_once(["sh", "-c", 'test "$SGLOG_BENCH_PROBE" = yes'])["ok"]
-    # diagnose against lnav, like the other peers
+    # diagnose against lnav, like the other peers: the plain one is the target, the other reported
     row = lambda tool, s: {"file": "sglang-1m.log", "tool": tool, "median_s": s, "lines_per_s": 1e6 / s}  # noqa: E731
-    doc = {"results": [row("sglog diagnose", 2.0), row(name, 2.5)], "startup": []}
-    t = mod.check_targets(doc)["diagnose_1m_vs_lnav"]
-    assert t["ok"] and t["value"].startswith("1.25x") and not t.get("info")
+    doc = {"results": [row("sglog diagnose", 2.0), row(plain, 2.5), row(fmt, 1.0)], "startup": []}
+    t = mod.check_targets(doc)
+    assert t["diagnose_1m_vs_lnav"]["ok"] and t["diagnose_1m_vs_lnav"]["value"].startswith("1.25x") and not t["diagnose_1m_vs_lnav"].get("info")
+    assert t["diagnose_1m_vs_lnav_sglang_format"]["value"].startswith("0.50x") and t["diagnose_1m_vs_lnav_sglang_format"]["info"]
     doc["results"][1]["median_s"] = 1.5
     assert not mod.check_targets(doc)["diagnose_1m_vs_lnav"]["ok"]
