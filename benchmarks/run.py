@@ -237,10 +237,11 @@ def lnav_tools(path: Path) -> list[tuple[str, list[str], dict, str]]:
     exe = shutil.which("lnav")
     if not exe:
         return []
-    return [
-        ("lnav (headless, count by level)", [exe, "-n", "-c", LNAV_QUERY, str(path)], {"env": _lnav_env(_lnav_home(exe, False))}, "lnav -n -c '" + LNAV_QUERY + "': indexes every line (generic format), no SGLang fields"),
-        ("lnav + SGLang format (batch fields)", [exe, "-n", "-c", LNAV_FORMAT_QUERY, str(path)], {"env": _lnav_env(_lnav_home(exe, True))}, "lnav with benchmarks/lnav_sglang.json: the Decode/Prefill batch fields typed by its regexes, queried"),
-    ]
+    forms = (
+        ("lnav (headless, count by level)", LNAV_QUERY, False, "lnav -n -c '" + LNAV_QUERY + "': indexes every line (generic format), no SGLang fields"),
+        ("lnav + SGLang format (batch fields)", LNAV_FORMAT_QUERY, True, "lnav with benchmarks/lnav_sglang.json: the Decode/Prefill batch fields typed by its regexes, queried"),
+    )
+    return [(name, [exe, "-n", "-c", query, str(path)], {"env": _lnav_env(_lnav_home(exe, fmt))}, note) for name, query, fmt, note in forms]
 
 
 def bench_files(paths: list[Path], runs: int, diag: bool) -> dict[Path, list[dict]]:

@@ -386,16 +386,20 @@ def test_polars_peer_reads_every_line_and_the_fields_of_its_kinds(tmp_path, comp
         assert got["first_ts"] <= got["last_ts"] and got["first_ts"].startswith("2026-"), got  # (the timestamps parsed)
 
 
-def test_benchmark_runs_every_tool_in_rounds(tmp_path, monkeypatch):
-    """benchmarks/run.py times each (file, tool) once per round, so the runs of the things it
-    compares (a .gz file and its plain copy) spread over the same stretch of time."""
-    import sys as _sys
-
+def _bench_run(monkeypatch):
+    """benchmarks/run.py as a module of its own for one test (it imports generate.py beside it)."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("sglog_bench_run", ROOT / "benchmarks" / "run.py")
     mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(_sys.modules, "sglog_bench_run", mod)
+    monkeypatch.setitem(sys.modules, "sglog_bench_run", mod)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_runs_every_tool_in_rounds(tmp_path, monkeypatch):
+    """benchmarks/run.py times each (file, tool) once per round, so the runs of the things it
+    compares (a .gz file and its plain copy) spread over the same stretch of time."""
+    mod = _bench_run(monkeypatch)
     calls = []
 
     def fake_run(argv, **kw):
@@ -657,13 +661,8 @@ def test_benchmark_times_lnav_when_installed(tmp_path, monkeypatch):
     compared with both (the first is the target)."""
     import json
     import subprocess
-    import sys as _sys
 
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("sglog_bench_run_lnav", ROOT / "benchmarks" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(_sys.modules, "sglog_bench_run_lnav", mod)
-    spec.loader.exec_module(mod)
+    mod = _bench_run(monkeypatch)
     log = tmp_path / "a.log"
     log.write_text("x\n")
     monkeypatch.setattr(mod.shutil, "which", lambda name: None)

@@ -328,8 +328,8 @@ def _kv_failures(run) -> list:
         low = lowered[kind]
         if "transfer" not in low and "fail" not in low:
             continue
-        texts = [events[i].text for i in positions]
-        for i, text in zip(positions, texts):
+        for i in positions:
+            text = events[i].text
             if text:
                 cut = text.find("\n")
                 if facts.has_any((text if cut < 0 else text[:cut]).lower(), KV_TRANSFER_PATTERNS):
