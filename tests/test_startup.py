@@ -150,3 +150,41 @@ def test_the_preload_waits_for_the_reading_to_be_under_way(tmp_path, monkeypatch
     parse.under_way.clear()
     parse.parse_file(str(LOG))
     assert parse.under_way.is_set()
+
+
+# `sglog ... --help` with typer's help formatter loaded without rich.markdown and rich.traceback
+# (cli._light_help_formatter), or, with both already imported, as typer loads it
+_HELP_PROBE = """
+import json, os, sys
+os.environ["COLUMNS"] = "100"
+if sys.argv[1] == "plain":
+    import rich.markdown, rich.traceback
+import contextlib, io
+from sglog import cli
+out = io.StringIO()
+sys.argv = ["sglog", *sys.argv[2:]]
+code = 0
+with contextlib.redirect_stdout(out):
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code
+loaded = sorted(m for m in ("rich.markdown", "rich.traceback", "markdown_it") if m in sys.modules)
+import rich.markdown, typer.rich_utils
+real = rich.markdown.Markdown("*x*")  # the real module, once imported after the stand-ins
+stand_in = typer.rich_utils.Markdown("*x*")  # the formatter's stand-in builds the real thing
+print(json.dumps({"out": out.getvalue(), "code": code, "loaded": loaded, "real": type(real).__module__,
+                  "stand_in": [type(stand_in).__module__, type(stand_in) is type(real)], "elements": hasattr(rich.markdown, "Heading")}))
+"""
+
+
+def test_help_screens_are_typers_own_without_markdown_and_traceback_imports():
+    for args in (["--help"], ["-h"], [], ["diagnose", "--help"], ["repro", "-h"], ["rules", "--help"]):
+        light = json.loads(_probe(_HELP_PROBE, "light", *args))
+        plain = json.loads(_probe(_HELP_PROBE, "plain", *args))
+        assert light["out"] == plain["out"] and "Usage" in light["out"], args
+        assert light["code"] == plain["code"] == 0, args
+        assert light["loaded"] == [], args  # (the stand-ins are gone and nothing imported the real modules)
+        assert plain["loaded"] == ["markdown_it", "rich.markdown", "rich.traceback"]
+        assert light["real"] == "rich.markdown" and light["elements"]
+        assert light["stand_in"] == ["rich.markdown", True]
