@@ -7,8 +7,10 @@ heavy modules (polars, lark, altair) are imported inside the commands, so
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 # polars' allocator (jemalloc): hand freed pages back from a background thread after 1 s instead
 # of keeping them for 10 s; long logs allocate and free hundreds of MB per stage, and kept pages
@@ -106,11 +108,33 @@ def _light_help_formatter() -> None:
                 del sys.modules[mod]
 
 
+@contextlib.contextmanager
+def _only_the_command(name: str | None) -> Iterator[None]:
+    """While ``sglog NAME ...`` runs, the app has NAME's command only (#7).
+
+    typer builds every command's options from its function's signature each time the app runs
+    (~20-30 ms for the nine); a command line that names one needs only that one.  Any other
+    command line (``sglog --help``, a misspelt name, whose error suggests the close ones) gets them all."""
+    from typer.main import get_command_name
+
+    every = app.registered_commands
+    mine = [c for c in every if (c.name or (c.callback and get_command_name(c.callback.__name__))) == name]
+    if len(mine) != 1:
+        yield
+        return
+    app.registered_commands = mine
+    try:
+        yield
+    finally:
+        app.registered_commands = every
+
+
 def _main() -> None:
     if _HELP_FLAGS.intersection(sys.argv[1:]) or len(sys.argv) < 2:
         _light_help_formatter()
     try:
-        rc = app(standalone_mode=False)  # typer.Exit(n) comes back as the return value here
+        with _only_the_command(sys.argv[1] if len(sys.argv) > 1 else None):
+            rc = app(standalone_mode=False)  # typer.Exit(n) comes back as the return value here
         if isinstance(rc, int) and not isinstance(rc, bool) and rc:
             sys.exit(rc)
     except SglogError as e:

@@ -188,3 +188,56 @@ def test_help_screens_are_typers_own_without_markdown_and_traceback_imports():
         assert plain["loaded"] == ["markdown_it", "rich.markdown", "rich.traceback"]
         assert light["real"] == "rich.markdown" and light["elements"]
         assert light["stand_in"] == ["rich.markdown", True]
+
+
+# a command line that names a command builds that command only (cli._only_the_command)
+_ONE_COMMAND_PROBE = """
+import contextlib, io, json, os, sys
+os.environ["COLUMNS"] = "100"
+import typer.main
+from sglog import cli
+built = []
+real = typer.main.get_command_from_info
+def counting(*args, **kw):
+    info = kw.get("command_info") or args[0]
+    built.append(info.callback.__name__)
+    return real(*args, **kw)
+typer.main.get_command_from_info = counting
+def run(how, args):
+    out, code = io.StringIO(), 0
+    sys.argv = ["sglog", *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            cli.main() if how == "main" else cli.app(args, standalone_mode=False)
+        except SystemExit as e:
+            code = e.code
+        except Exception as e:  # (the app called directly raises its usage errors)
+            code = type(e).__name__
+    return out.getvalue(), code
+res = {}
+for args in json.loads(sys.argv[1]):
+    built.clear()
+    via_main = run("main", args)
+    n = list(built)
+    built.clear()
+    res[" ".join(args)] = {"main": via_main, "built": n, "app": run("app", args), "all": len(built), "left": len(cli.app.registered_commands)}
+print(json.dumps(res))
+"""
+
+
+def test_a_command_line_builds_only_the_command_it_names():
+    cases = [["diagnose", "--help"], ["repro", "-h"], ["explain", "--help"], ["rules"], ["timeline", "--help"], ["--help"], ["diagnos", "x"]]
+    res = json.loads(_probe(_ONE_COMMAND_PROBE, json.dumps(cases)))
+    every = res["--help"]["all"]
+    assert every >= 9
+    for args, r in res.items():
+        named = args.split()[0] if not args.startswith("-") else None
+        if named in ("diagnose", "repro", "explain", "rules", "timeline"):
+            assert r["built"] == [named], args
+            assert r["main"] == r["app"], args  # the same screen as typer's with every command
+            assert named == "rules" or f"Usage: sglog {named}" in r["main"][0], args
+        else:  # (the root's help lists every command; a misspelt one is told the close names)
+            assert len(r["built"]) == every, args
+        assert r["left"] == every, args  # the app has all its commands again
+    assert "Did you mean 'diagnose'" in res["diagnos x"]["main"][0]
+    assert "code    name" in res["rules"]["main"][0] and res["rules"]["main"] == res["rules"]["app"]
