@@ -22,6 +22,8 @@ import typer  # noqa: E402
 
 from sglog.errors import ExitCode, SglogError
 
+_HELP_OPTIONS = ("-h", "--help")
+
 app = typer.Typer(
     name="sglog",
     help="Log forensics and post-mortems for SGLang inference servers.",
@@ -29,7 +31,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,  # never print tracebacks with locals (logs may hold prompts or keys)
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(_HELP_OPTIONS)},
 )
 
 
@@ -65,8 +67,6 @@ def main() -> None:
 
         remove_spooled()  # the temporary copy of stdin, if any
 
-
-_HELP_FLAGS = frozenset(("-h", "--help"))
 
 # what typer's help formatter imports from rich and sglog's help never uses: Markdown (help text in
 # markdown, rich_markup_mode="markdown") and Traceback (pretty exceptions, disabled above)
@@ -130,7 +130,7 @@ def _only_the_command(name: str | None) -> Iterator[None]:
 
 
 def _main() -> None:
-    if _HELP_FLAGS.intersection(sys.argv[1:]) or len(sys.argv) < 2:
+    if len(sys.argv) < 2 or not set(_HELP_OPTIONS).isdisjoint(sys.argv[1:]):
         _light_help_formatter()
     try:
         with _only_the_command(sys.argv[1] if len(sys.argv) > 1 else None):
