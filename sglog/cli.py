@@ -18,6 +18,43 @@ from collections.abc import Iterator
 # loads; a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0")
 
+
+class _LazyMetadata(type(sys)):
+    """``importlib.metadata``, loaded when something first uses it.
+
+    polars imports it at its top (``polars.io.iceberg._plugin``) for one function, the iceberg
+    plugin's version check, which sglog never calls; loading it (email, zipfile, csv ...) is
+    20-35 ms of every command's start (#7).  This stand-in has no attributes but its name: any
+    other (``version``, ``PackageNotFoundError``, ``__path__`` for a submodule) imports the real
+    module, which then replaces it in ``sys.modules`` and in the ``importlib`` package, and is
+    returned.  (``__spec__`` is None so that an ``import importlib.metadata`` does not load it:
+    the import system reads the ``__spec__`` of a module it finds in ``sys.modules``.)
+    """
+
+    def __init__(self) -> None:
+        super().__init__("importlib.metadata")
+        self.__spec__ = None
+
+    def __getattr__(self, name: str):
+        import importlib
+
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        if importlib.__dict__.get("metadata") is self:
+            del importlib.metadata
+        return getattr(importlib.import_module(self.__name__), name)
+
+    @staticmethod
+    def install() -> None:
+        """In place of ``importlib.metadata`` when it is not loaded yet (the CLI's process only)."""
+        import importlib
+
+        if "importlib.metadata" not in sys.modules:
+            sys.modules["importlib.metadata"] = importlib.metadata = _LazyMetadata()
+
+
+_LazyMetadata.install()
+
 import typer  # noqa: E402
 
 from sglog.errors import ExitCode, SglogError

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import operator
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -1033,7 +1032,3 @@ def select(runs: list[Run], spec: str | None) -> list[Run]:
         return runs
     n = int(spec)
     return [r for r in runs if r.index == n]
-
-
-def median(xs):
-    return statistics.median(xs) if xs else None

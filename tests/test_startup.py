@@ -241,3 +241,45 @@ def test_a_command_line_builds_only_the_command_it_names():
         assert r["left"] == every, args  # the app has all its commands again
     assert "Did you mean 'diagnose'" in res["diagnos x"]["main"][0]
     assert "code    name" in res["rules"]["main"][0] and res["rules"]["main"] == res["rules"]["app"]
+
+
+_METADATA_PROBE = """
+import json, sys
+import sglog.cli
+import importlib
+out = {"stand_in": type(sys.modules["importlib.metadata"]).__name__}
+from sglog.commands.diagnose import diagnose  # (the command module)
+from sglog.parse import parse_file
+parse_file(sys.argv[1])  # polars and the reading: importlib.metadata is imported, not loaded
+out["after_reading"] = type(sys.modules["importlib.metadata"]).__name__
+out["email"] = "email.message" in sys.modules
+import importlib.metadata  # (an import statement alone does not load it either)
+out["after_import"] = type(sys.modules["importlib.metadata"]).__name__
+from polars.io.iceberg._plugin import _package
+import polars
+out["polars_use"] = _package("polars") == "polars==" + polars.__version__  # polars' own use of it
+out["real"] = sys.modules["importlib.metadata"] is importlib.metadata and type(importlib.metadata).__name__ == "module"
+from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata._meta  # (a submodule: the real package's __path__)
+out["version"] = version("lark")
+out["missing"] = PackageNotFoundError.__name__
+print(json.dumps(out))
+"""
+
+
+def test_importlib_metadata_loads_only_when_used():
+    """The CLI puts a stand-in in place of importlib.metadata, which polars imports at its top for
+    a function sglog never calls (20-35 ms of each start, #7); the first use loads the real one."""
+    import lark
+
+    out = json.loads(_probe(_METADATA_PROBE, str(LOG)))
+    assert out == {
+        "stand_in": "_LazyMetadata",
+        "after_reading": "_LazyMetadata",
+        "email": False,
+        "after_import": "_LazyMetadata",
+        "polars_use": True,
+        "real": True,
+        "version": lark.__version__,
+        "missing": "PackageNotFoundError",
+    }
