@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import types
 from collections.abc import Iterator
 
 # polars' allocator (jemalloc): hand freed pages back from a background thread after 1 s instead
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0")
 
 
-class _LazyMetadata(type(sys)):
+class _LazyMetadata(types.ModuleType):
     """``importlib.metadata``, loaded when something first uses it.
 
     polars imports it at its top (``polars.io.iceberg._plugin``) for one function, the iceberg
@@ -38,10 +39,11 @@ class _LazyMetadata(type(sys)):
     def __getattr__(self, name: str):
         import importlib
 
+        # (pops, not deletes: two threads' first uses at once would import it twice, not fail)
         if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
+            sys.modules.pop(self.__name__, None)
         if importlib.__dict__.get("metadata") is self:
-            del importlib.metadata
+            importlib.__dict__.pop("metadata", None)
         return getattr(importlib.import_module(self.__name__), name)
 
     @staticmethod
