@@ -8,6 +8,7 @@ heavy modules (polars, lark, altair) are imported inside the commands, so
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import types
@@ -37,8 +38,6 @@ class _LazyMetadata(types.ModuleType):
         self.__spec__ = None
 
     def __getattr__(self, name: str):
-        import importlib
-
         # (pops, not deletes: two threads' first uses at once would import it twice, not fail)
         if sys.modules.get(self.__name__) is self:
             sys.modules.pop(self.__name__, None)
@@ -49,8 +48,6 @@ class _LazyMetadata(types.ModuleType):
     @staticmethod
     def install() -> None:
         """In place of ``importlib.metadata`` when it is not loaded yet (the CLI's process only)."""
-        import importlib
-
         if "importlib.metadata" not in sys.modules:
             sys.modules["importlib.metadata"] = importlib.metadata = _LazyMetadata()
 
@@ -124,8 +121,6 @@ def _light_help_formatter() -> None:
     """
     if "typer.rich_utils" in sys.modules or any(mod in sys.modules for mod, _ in _UNUSED_BY_HELP):
         return
-    import importlib
-    import types
 
     def stand_in(mod: str, name: str) -> type:
         def __new__(cls, *args, **kwargs):  # (never called for sglog's help; kept correct anyway)
