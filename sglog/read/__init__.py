@@ -1,0 +1,1 @@
+"""The reader: lines -> envelope and records -> typed events (grammar, then the message catalogue)."""
