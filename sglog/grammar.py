@@ -36,33 +36,33 @@ def grammar_text() -> str:
 
 @functools.cache
 def parser():
-    """The LALR parser for one record's message (start symbol ``message``)."""
+    """The LALR parser for one record's message (start symbol ``message``).
+
+    lark keeps the built parser in a cache file (~0.03 s to load instead of ~1 s to build), in the
+    user's private cache folder only (sglog/read/cache.py: a pickle is code); no folder, no cache."""
     import lark
 
-    from sglog import recache
+    from sglog.read.cache import file_in_cache
 
-    p = lark.Lark(
+    path = file_in_cache(parser_cache_name())
+    return lark.Lark(
         grammar_text(),
         start="message",
         parser="lalr",
         lexer="contextual",
         maybe_placeholders=False,
-        cache=True,  # lark's own cache (keyed by grammar text, options and versions): ~0.03 s instead of ~1 s
+        cache=str(path) if path is not None else False,
         propagate_positions=False,
     )
-    p.sglog_regexes = recache.install(p, grammar_text())  # its scanners' compiled regexes, kept across runs
-    return p
 
 
-def save_caches() -> None:
-    """Keep the regexes the lexer and ``re_compile`` compiled in this run for the next (see
-    sglog/recache.py); nothing to do when neither was used."""
-    if parser.cache_info().currsize:
-        cached = getattr(parser(), "sglog_regexes", None)
-        if cached is not None:
-            cached.save()
-    if _own_regexes.cache_info().currsize:
-        _own_regexes().save()
+def parser_cache_name() -> str:
+    """The name of lark's cache file in the private folder: keyed by lark's version and the grammar."""
+    import hashlib
+
+    import lark
+
+    return "lark-" + hashlib.sha256(f"{lark.__version__}\n{grammar_text()}".encode()).hexdigest()[:24] + ".cache"
 
 
 def _load_definitions():
@@ -96,44 +96,28 @@ def _derive_all() -> dict:
         try:
             out_terms[name] = term(name)
         except ValueError as e:
-            out_terms[name] = ValueError(str(e))
+            out_terms[name] = {"error": str(e)}
     flat: dict[str, str | ValueError] = {}
     for rule, tree in rules.items():
         try:
             flat[rule] = _flat_regex(rule, tree, term)
         except ValueError as e:
-            flat[rule] = ValueError(str(e))
+            flat[rule] = {"error": str(e)}
     return {"terms": out_terms, "flat": flat}
 
 
-_MISSING = object()
-
-
 def _disk_cached(tag: str, compute):
-    """``compute()``, kept in a pickle next to lark's own cache, keyed by the grammar text and
-    the lark/Python versions (a few derivations take 0.1-0.2 s each at every start)."""
+    """``compute()``, kept as JSON in the private cache folder (sglog/read/cache.py), keyed by the
+    grammar text and the lark/Python versions (a few derivations take 0.1-0.2 s each)."""
     import hashlib
-    import pickle
     import sys
-    import tempfile
 
     import lark
 
-    from sglog.recache import read_private, write_private
+    from sglog.read.cache import json_cached
 
     key = hashlib.sha256(f"{tag} {lark.__version__} {sys.version_info[:2]}\n{grammar_text()}".encode()).hexdigest()[:24]
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = Path(tempfile.gettempdir()) / f".sglog_{tag}_{uid}_{key}.pickle"
-    missing = object()
-    value = read_private(path, missing)
-    if value is not missing:
-        return value
-    value = compute()
-    try:
-        write_private(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:
-        pass
-    return value
+    return json_cached(f"{tag}-{key}.json", compute)
 
 
 def _literal_regex(token) -> str:
@@ -178,8 +162,8 @@ def flat_rule_regex(rule: str) -> str:
 
 
 def _value_or_raise(v):
-    if isinstance(v, ValueError):
-        raise ValueError(*v.args)
+    if isinstance(v, dict):
+        raise ValueError(v["error"])
     return v
 
 
@@ -244,24 +228,10 @@ def compiled(name: str) -> re.Pattern:
 
 
 @functools.cache
-def _own_regexes():
-    from sglog import recache
-
-    return recache.CachedRe(recache.cache_path("sglog's own patterns\n" + grammar_text()))
-
-
-def load_pattern_cache() -> None:
-    """Load ``re_compile``'s compiled patterns kept from earlier runs now (~20 ms of unpickling),
-    e.g. while another thread waits for input, rather than at the first pattern needed."""
-    _own_regexes()
-
-
 def re_compile(pattern: str, flags: int = 0) -> re.Pattern:
     """``re.compile`` for the patterns sglog builds from the grammar (terminals, envelopes, record
-    heads, line shapes): the same patterns, their compiled code kept across runs (sglog/recache.py).
-    Python compiles a regex in Python code: ~40 of these cost 20-50 ms at every start (#7)."""
-    return _own_regexes().compile(pattern, flags)
-
+    heads, line shapes), each compiled once per process."""
+    return re.compile(pattern, flags)
 
 
 class _DigitSensitive(Exception):
@@ -271,7 +241,8 @@ class _DigitSensitive(Exception):
 @functools.cache
 def digit_literals() -> tuple[str, ...] | None:
     """The digit-bearing literals of the parser's terminals (see ``_digit_literals``); cached on disk."""
-    return _disk_cached("digit_literals", _digit_literals)
+    lits = _disk_cached("digit_literals", _digit_literals)
+    return tuple(lits) if lits is not None else None
 
 
 def _digit_literals() -> tuple[str, ...] | None:

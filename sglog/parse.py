@@ -367,7 +367,6 @@ def parse_source(
             parts.append(frame)
         blocks.clear()
         setattr(log, attr, fastpath.concat_frames(parts))
-    grammar.save_caches()
     under_way.set()
     return log
 
@@ -566,11 +565,9 @@ _WARM_MESSAGES = (
 
 
 def _warm_parser() -> None:
-    """Load the compiled patterns sglog derives from the grammar (sglog/recache.py, ~20 ms) and
-    the lark parser, and build its common scanners (lark builds a contextual lexer's scanners on
-    first use; recache keeps their regexes): the first chunk's reading needs them all, and the
-    reader thread splits that chunk's lines meanwhile."""
-    grammar.load_pattern_cache()
+    """Load the lark parser and build its common scanners (lark builds a contextual lexer's
+    scanners on first use): the first chunk's reading needs them, and the reader thread splits
+    that chunk's lines meanwhile."""
     for m in _WARM_MESSAGES:
         messages.parse_message(m)
 
