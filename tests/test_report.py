@@ -109,6 +109,27 @@ def test_compare_report_has_both_runs_and_the_diff():
     assert {r["run"] for r in serving["data"]["values"]} == {"A", "B"}
 
 
+@pytest.mark.parametrize("case", ["eagle3_5step", "baseline_512_vs_128", "eagle3_oom_auto"])
+def test_relaunch_block_is_the_new_command_only(case):
+    """The bash block pastes into a shell as the new command: each flag once, with its new value."""
+    import re
+    import shlex
+
+    from sglog.repro.plan import build_plan
+
+    rep = report_of(case)
+    md = render_markdown(rep, chart_specs(rep))
+    blocks = re.findall(r"### Relaunch with the fixes applied.*?```bash\n(.*?)\n```", md, re.S)
+    assert len(blocks) == len(rep.subjects)
+    for block, s in zip(blocks, rep.subjects):
+        words = shlex.split(block.replace("\\\n", " "))
+        flags = [w for w in words if w.startswith("--")]
+        assert len(flags) == len(set(flags)), block
+        assert words == build_plan(s.run, list(s.findings)).argv
+    if case == "eagle3_5step":
+        assert "--speculative-num-steps 3 \\" in blocks[0] and "--speculative-num-steps 5" not in blocks[0]
+
+
 def test_sections_in_order():
     rep = report_of("eagle3_5step")
     md = render_markdown(rep, chart_specs(rep))

@@ -87,8 +87,25 @@ def test_plan_rebuilds_the_operator_command_and_applies_the_fix():
     [c] = p.changes
     assert (c.flag, c.before, c.before_origin, c.after, c.source) == ("--mem-fraction-static", 0.76, "auto", "0.88", "SGL101 draft-model-exceeds-static-pool")
     text = rplan.render_plan(p)
-    assert "+   --mem-fraction-static 0.88" in text
+    assert "\n  --mem-fraction-static 0.88" in text
+    assert pasted(text) == p.argv  # the printed command is the new one, pasteable as it is
     assert "--mem-fraction-static: 0.76 (auto) -> 0.88" in text
+
+
+def pasted(text: str) -> list[str]:
+    """The words a shell reads from the printed command (from ``command:`` to its last ``\\``-continued line)."""
+    import shlex
+
+    lines = text.split("command:\n", 1)[1].splitlines()
+    end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
+    return shlex.split("\n".join(lines[: end + 1]).replace("\\\n", " "))  # (a shell drops each \\-newline)
+
+
+def test_a_changed_flag_is_in_the_printed_command_once():
+    p = rplan.build_plan(oom_run(), [fix_finding()])
+    assert not any(line.startswith(("+", "-")) for line in rplan.final_lines(p))
+    assert rplan.command_text(p).count("--mem-fraction-static") == 1
+    assert [w for line in rplan.final_lines(p) for w in __import__("shlex").split(line)] == p.argv
 
 
 def test_plan_json_shape():
@@ -339,7 +356,8 @@ def pids_gone(tmp: Path) -> list[int]:
 
 def test_dry_run_stops_at_the_plan(env, capsys):
     code, out, err = sglog(capsys, "repro", str(OOM))
-    assert code == 0 and "+   --mem-fraction-static 0.88" in out and "dry run" in err
+    assert code == 0 and "  --mem-fraction-static 0.88" in out and "dry run" in err
+    assert pasted(out) == rplan.build_plan(oom_run(), [fix_finding()]).argv
     assert not (env["tmp"] / "pids.json").exists() and not (env["tmp"] / "reports").exists()
 
 

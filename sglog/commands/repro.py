@@ -157,7 +157,7 @@ def _print_plan(plan) -> None:
 
     con = stdout_console()
     for line in render_plan(plan).splitlines():
-        style = "green" if line.startswith("+ ") else "red" if line.startswith("- ") else "bold" if line.endswith(":") and not line.startswith(" ") else ""
+        style = "bold" if line.endswith(":") and not line.startswith(" ") else ""
         con.print(Text(line, style=style), soft_wrap=True)
 
 

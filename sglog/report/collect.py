@@ -102,7 +102,7 @@ def input_file(log) -> InputFile:
 
 def relaunch_command(run, findings) -> Relaunch | None:
     """The relaunch with every fix applied (sglog.repro.plan decides which fix holds a flag)."""
-    from sglog.repro.plan import build_plan, command_lines
+    from sglog.repro.plan import build_plan, final_lines
 
     try:
         plan = build_plan(run, findings)  # most severe first: its fix decides a flag
@@ -112,7 +112,7 @@ def relaunch_command(run, findings) -> Relaunch | None:
         Change(flag=c.flag, before=c.before, before_origin=c.before_origin, after=c.after, source=c.source, reason=c.reason) for c in plan.changes if c.applied
     )
     return Relaunch(
-        lines=tuple(text for _, text in command_lines(plan)),
+        lines=tuple(final_lines(plan)),  # the new command only: what a user pastes
         source="launch command" if run.launch_command else "server arguments",
         changes=changes,
         notes=tuple(plan.notes),

@@ -523,8 +523,22 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
     return lines
 
 
+def final_lines(plan: Plan) -> list[str]:
+    """The new command only, one flag per line and no markers: what a user pastes into a shell.
+
+    (``command_lines`` also has the original's changed flags, as ``-`` lines; a command built
+    from every line would repeat each changed flag with its old and new value.)
+    """
+    return [text for mark, text in command_lines(plan) if mark != "-"]
+
+
+def command_text(plan: Plan) -> str:
+    """The new command as one pasteable shell text, a flag per line joined by `` \\``."""
+    return " \\\n".join(final_lines(plan))
+
+
 def render_plan(plan: Plan) -> str:
-    """The plan as text: what ran, what changes and why, the command (with +/- lines)."""
+    """The plan as text: what ran, what changes and why, the new command (pasteable)."""
     out = [f"run {plan.run} of {_display(plan.log)} ({_display(plan.run_name)}): {_display(plan.ending or 'no ending known')}"]
     shown = [c for c in plan.applied if c.kind != "same"]
     if shown:
@@ -550,10 +564,7 @@ def render_plan(plan: Plan) -> str:
     for n in plan.notes:
         out.append(f"note: {_display(n)}")
     out.append("command:")
-    lines = command_lines(plan)
-    for i, (mark, text) in enumerate(lines):
-        cont = " \\" if i < len(lines) - 1 else ""
-        out.append(f"{mark} {text}{cont}")
+    out.append(command_text(plan))
     if plan.nnodes > 1:
         out.append("the other nodes (the same command, each with its own --node-rank):")
         for r in range(plan.nnodes):
