@@ -77,6 +77,20 @@ def write_text(text: str, out: Path | None) -> None:
         out.write_text(text, encoding="utf-8")
 
 
+def write_table(renderable, out: Path | None) -> None:
+    """A rich table (or other renderable) to stdout, or as plain text to ``out``."""
+    if out is None:
+        stdout_console().print(renderable)
+        return
+    import io
+
+    from rich.console import Console
+
+    console = Console(record=True, width=120, no_color=True, file=io.StringIO())
+    console.print(renderable)
+    write_text(console.export_text(), out)
+
+
 def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     """Write a polars frame as csv / parquet / jsonl to a file or stdout."""
     import io
@@ -95,7 +109,8 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
         import polars as pl
 
         nested = [c for c, t in frame.schema.items() if isinstance(t, (pl.List, pl.Struct, pl.Array, pl.Object))]
-        flat = frame.with_columns([pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String) for c in nested])
+        # (CSV has no nested values: a list or struct cell is its JSON text, null stays empty)
+        flat = frame.with_columns([pl.Series(c, [None if v is None else json.dumps(v, default=str, ensure_ascii=False) for v in frame[c].to_list()], dtype=pl.String) for c in nested])
         flat.write_csv(buf)
     else:
         frame.write_ndjson(buf)

@@ -8,14 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
-from sglog.commands._common import TableFormat, stdout_console, write_frame, write_text
+from sglog.commands._common import TableFormat, stdout_console, write_frame, write_table, write_text
 
 
 @app.command()
 def runs(
     logs: Annotated[list[str], typer.Argument(help="Log files; files of one launch (one per node) merge into one run.")],
-    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table or json.")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output")] = None,
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table, json (one document), jsonl (a run per line), csv or parquet (-o FILE).")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
     import json
@@ -23,13 +23,18 @@ def runs(
     from sglog.runs import load_runs
 
     found = load_runs(logs)
-    if fmt in (TableFormat.json, TableFormat.jsonl):
+    if fmt == TableFormat.json:
         doc = {"schema_version": 1, "runs": [r.summary() | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
-        write_text(json.dumps(doc, indent=2, default=str), output)
+        write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
+        return
+    if fmt != TableFormat.table:
+        from sglog.render.export import runs_frame
+
+        write_frame(runs_frame(found), fmt, output)
         return
     from sglog.render.tables import runs_table
 
-    stdout_console().print(runs_table([r.summary() for r in found]))
+    write_table(runs_table([r.summary() for r in found]), output)
 
 
 @app.command()

@@ -1,0 +1,71 @@
+"""The command line as a user meets it: exit codes, files written, help screens, formats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STORY = ROOT / "fixtures" / "logs" / "story"
+OOM = STORY / "eagle3-oom-auto.log"
+FIXED = STORY / "eagle3-fixed-v2.log"
+
+
+def sglog(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    """``sglog ARGS`` in this process, as the console script runs it: (exit code, stdout, stderr)."""
+    from sglog import cli
+
+    monkeypatch.setattr(sys, "argv", ["sglog", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------ runs: formats and -o
+
+
+def test_runs_jsonl_is_one_object_per_line(capsys, monkeypatch):
+    code, out, _ = sglog(capsys, monkeypatch, "runs", "-f", "jsonl", str(OOM), str(FIXED))
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2
+    rows = [json.loads(line) for line in lines]
+    assert [r["run"] for r in rows] == [1, 2] and rows[0]["status"] == "crashed" and rows[0]["tp"] == 8
+    assert rows[0]["ranks"][:2] == ["TP0", "TP1"] and rows[0]["last_ts"].startswith("2026-02-27")
+
+
+def test_runs_csv_and_parquet_files_have_one_schema(capsys, monkeypatch, tmp_path):
+    import polars as pl
+
+    from sglog.render.export import RUN_SCHEMA
+
+    csv, parquet, jsonl = tmp_path / "runs.csv", tmp_path / "runs.parquet", tmp_path / "runs.jsonl"
+    for fmt, out in (("csv", csv), ("parquet", parquet), ("jsonl", jsonl)):
+        code, stdout, _ = sglog(capsys, monkeypatch, "runs", "-f", fmt, "-o", str(out), str(OOM))
+        assert code == 0 and stdout == "" and out.exists(), fmt
+    frame = pl.read_parquet(parquet)
+    assert dict(frame.schema) == RUN_SCHEMA
+    assert frame["crash_line"].to_list() == [112] and frame["last_ts"].dtype == pl.Datetime("us")
+    head = csv.read_text().splitlines()[0].split(",")
+    assert head == list(RUN_SCHEMA) == list(json.loads(jsonl.read_text().splitlines()[0]))
+    import csv as csvlib
+
+    [row] = list(csvlib.DictReader(csv.open()))
+    assert json.loads(row["ranks"])[:2] == ["TP0", "TP1"] and row["crash_line"] == "112"  # (a list cell is its JSON text in CSV)
+
+
+def test_runs_table_to_a_file(capsys, monkeypatch, tmp_path):
+    out = tmp_path / "runs.txt"
+    code, stdout, _ = sglog(capsys, monkeypatch, "runs", "-o", str(out), str(OOM))
+    assert code == 0 and stdout == "" and "0.5.9" in out.read_text() and "\x1b[" not in out.read_text()
+
+
+def test_runs_parquet_needs_a_file(capsys, monkeypatch):
+    code, out, err = sglog(capsys, monkeypatch, "runs", "-f", "parquet", str(OOM))
+    assert code == 2 and out == "" and "needs -o FILE" in err
