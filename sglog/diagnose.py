@@ -14,42 +14,13 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections import Counter
 from dataclasses import replace
 from typing import Any, Iterable
 
 from sglog.findings import SEVERITY_RANK, Evidence, Finding
 
 SCHEMA_VERSION = 1
-
-# event kinds only SGLang writes (foreign lines of known shape, e.g. uvicorn, NCCL, vLLM's logger, are not among them)
-SGLANG_KINDS = frozenset(
-    {
-        "server_args",
-        "weight_load_begin",
-        "weight_load_end",
-        "weight_load_committed",
-        "kv_cache_allocated",
-        "memory_pool_end",
-        "memory_summary",
-        "cuda_graph_capture_begin",
-        "cuda_graph_capture_end",
-        "cuda_graph_bs",
-        "prefill_batch",
-        "decode_batch",
-        "retraction",
-        "batch_oom",
-        "server_ready",
-        "init_dist_begin",
-        "init_dist_end",
-        "memory_baseline",
-        "sigquit",
-        "scheduler_dead",
-        "watchdog_timeout",
-        "launch_command",
-        "scheduler_exception",
-    }
-)
-
 
 class DiagnoseError(KeyError):
     """An unknown rule selector or option (a usage error)."""
@@ -117,73 +88,84 @@ def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
 # ------------------------------------------------------------------ is this an SGLang log?
 
 
-def _is_sglang_event(e) -> bool:
-    if e.kind in SGLANG_KINDS:
-        return True
-    if e.kind in ("http_access", "uvicorn_log") and e.ts is not None:  # SGLang prefixes uvicorn's lines with `[time] `
-        return True
-    if e.rank is not None:  # `[ts TP0]` prefixes are SGLang's
-        return True
-    if e.kind in ("traceback", "oom") and (e.get("component") or any("sglang" in str(fr.get("file") or "") for fr in e.get("frames") or [])):
-        return True
-    if e.kind == "pip_package" and e.get("package") == "sglang":
-        return True
-    return False
+def _file_stats(path: str, lines: int, blank: int, unparsed: int, events, frame_evidence: int) -> dict[str, Any]:
+    """One file's line accounting and the evidence that SGLang wrote it (sglog/read/evidence.py)."""
+    from sglog.read.evidence import event_evidence, other_server
 
-
-def _file_stats(path: str, lines: int, blank: int, unparsed: int, sglang: int) -> dict[str, Any]:
     nonblank = max(lines - blank, 0)
     coverage = 1.0 if nonblank == 0 else round(1.0 - unparsed / nonblank, 4)
+    kinds: Counter = Counter()
+    n = frame_evidence
+    for e in events:
+        ev = event_evidence(e)
+        if ev is not None:
+            kinds[ev] += 1
+            n += e.end_line - e.line + 1
+    if frame_evidence:
+        kinds["event"] += frame_evidence
+    other = None if n else other_server(e.text for e in events)
+    recognised = nonblank - unparsed
+    if n:
+        verdict = "sglang"
+    elif other:
+        verdict = "other_server"
+    elif nonblank and recognised <= 0:
+        verdict = "unrecognised"
+    elif nonblank:
+        verdict = "no_sglang_specific_line"  # generic torch/NCCL/CUDA output: diagnosed, and said so
+    else:
+        verdict = "empty"
     return {
         "path": path,
         "lines": lines,
         "blank": blank,
         "unparsed": unparsed,
         "coverage": coverage,
-        "sglang_lines": sglang,
-        "sglang": sglang >= 1 and nonblank > 0,
+        "sglang_lines": n,
+        "sglang": verdict in ("sglang", "no_sglang_specific_line"),
+        "verdict": verdict,
+        "evidence": dict(sorted(kinds.items())),
+        "other_server": other,
     }
 
 
 def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
-    """(every input looks like an SGLang server log, coverage document).
+    """(every input can be diagnosed as an SGLang log, coverage document).
 
     Accepts ``ParsedLog`` objects (``sglog.parse.parse_file``) or ``Run``
-    objects.  Coverage is the share of non-blank lines sglog understood; a
-    file is SGLang's if at least one of its lines is something only SGLang
-    writes (server args, startup steps, batch statistics, scheduler
-    tracebacks, a ``[time TPn]`` rank prefix).  A vLLM or TGI log, or an
-    unrelated program's output, has none, however much of it is parsed.
+    objects.  Coverage is the share of non-blank lines sglog understood.
+    Whether a file is SGLang's is decided from evidence, never from coverage
+    (sglog/read/evidence.py): SGLang's envelope, a kind or catalogued message
+    only SGLang writes, ``sglang/`` paths in a traceback, an SGLang module in a
+    ``file.py:N`` prefix, a launch command.  A file is refused only when it
+    shows another server's own words and nothing of SGLang's, or when nothing
+    in it is recognised at all; a fragment of generic torch/NCCL/CUDA output
+    is diagnosed, with ``verdict: no_sglang_specific_line``.
     """
+    import polars as pl
+
     items = list(parsed_logs_or_runs)
     files: list[dict[str, Any]] = []
     for item in items:
         if hasattr(item, "source"):  # ParsedLog
-            # (a rank tag settles most events, picked out in C; the others take the full test)
-            rank = operator.attrgetter("rank")  # (a Rank is always true)
-            mine = list(filter(rank, item.events))
-            mine += [e for e in itertools.filterfalse(rank, item.events) if e.kind in SGLANG_KINDS or _is_sglang_event(e)]
-            n = sum(map(operator.attrgetter("end_line"), mine)) - sum(map(operator.attrgetter("line"), mine)) + len(mine)
-            n += item.batches.height if item.batches.height else 0
+            frame = item.batches.height
             if item.access.height and "ts" in item.access.columns:
-                n += item.access.get_column("ts").drop_nulls().len()
-            files.append(_file_stats(item.path, item.lines, item.blank, item.unparsed, n))
+                frame += item.access.get_column("ts").drop_nulls().len()
+            files.append(_file_stats(item.path, item.lines, item.blank, item.unparsed, item.events, frame))
         else:  # Run
             for file in item.files:
                 lo, hi = item.line_ranges.get(file, (1, 0))
                 evs = [e for e in item.events if e.file == file]
                 blank = sum(e.end_line - e.line + 1 for e in evs if e.kind == "blank")
                 unparsed = sum(e.end_line - e.line + 1 for e in evs if e.kind == "unparsed")
-                n = sum(e.end_line - e.line + 1 for e in evs if _is_sglang_event(e))
+                frame = 0
                 b = item.batches
-                import polars as pl
-
                 if b.height and "file" in b.columns:
-                    n += b.filter(pl.col("file") == file).height
+                    frame += b.filter(pl.col("file") == file).height
                 a = item.access
                 if a.height and "file" in a.columns and "ts" in a.columns:
-                    n += a.filter((pl.col("file") == file) & pl.col("ts").is_not_null()).height
-                files.append(_file_stats(file, max(hi - lo + 1, 0), blank, unparsed, n))
+                    frame += a.filter((pl.col("file") == file) & pl.col("ts").is_not_null()).height
+                files.append(_file_stats(file, max(hi - lo + 1, 0), blank, unparsed, evs, frame))
     lines = sum(f["lines"] for f in files)
     nonblank = sum(f["lines"] - f["blank"] for f in files)
     unparsed = sum(f["unparsed"] for f in files)
@@ -192,21 +174,23 @@ def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
         "unparsed": unparsed,
         "coverage": 1.0 if nonblank <= 0 else round(1.0 - unparsed / nonblank, 4),
         "sglang_lines": sum(f["sglang_lines"] for f in files),
+        "sglang_specific": any(f["verdict"] == "sglang" for f in files),
         "files": files,
     }
     return bool(files) and all(f["sglang"] for f in files), doc
 
 
 def not_sglang_message(stats: dict[str, Any]) -> str:
-    """One line for a file that is not an SGLang log."""
+    """One line for a file that cannot be diagnosed as an SGLang log."""
     nonblank = stats["lines"] - stats["blank"]
     if nonblank <= 0:
         return f"{stats['path']}: empty log (no non-blank lines)"
-    return (
-        f"{stats['path']} does not look like an SGLang log: none of its {nonblank} non-blank lines is SGLang's "
-        f"(server args, startup steps, batch statistics, scheduler errors); coverage {stats['coverage']:.1%} "
-        f"({nonblank - stats['unparsed']} lines understood, as other programs' output)"
-    )
+    if stats.get("other_server"):
+        return (
+            f"{stats['path']} looks like a {stats['other_server']} log, not SGLang's: it shows {stats['other_server']}'s "
+            f"own lines and none of SGLang's (no SGLang prefix, message, module or launch command in {nonblank} non-blank lines)"
+        )
+    return f"{stats['path']} does not look like a log: none of its {nonblank} non-blank lines is recognised (SGLang's or a known program's)"
 
 
 # ------------------------------------------------------------------ output document

@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STORY = ROOT / "fixtures" / "logs" / "story"
 FOREIGN = ROOT / "fixtures" / "logs" / "foreign"
 FOREIGN_LOGS = sorted(FOREIGN.glob("*.log"))
+FRAGMENTS = ROOT / "fixtures" / "logs" / "fragments"
+# the server each foreign log must be named as (sglog/read/evidence.py::OTHER_SERVERS)
+FOREIGN_SERVER = {"tgi-2.4.log": "TGI", "vllm-0.6-oom.log": "vLLM", "vllm-0.8-serve.log": "vLLM", "llamacpp-server.log": "llama.cpp",
+                  "ollama-serve.log": "Ollama", "lmdeploy-serve.log": "LMDeploy", "tensorrt-llm-triton.log": "TensorRT-LLM"}
 STORY_LOGS = ["baseline-cgbs512", "baseline-cgbs128", "eagle3-oom-auto", "eagle3-5step", "eagle3-10step", "eagle3-fixed-v2", "eagle3-wiring-bug"]
 
 
@@ -171,6 +175,9 @@ def test_looks_like_sglang_on_parsed_logs_and_runs():
     assert ok and cov["files"][0]["sglang"]
     ok, cov = looks_like_sglang([parse_file(str(p)) for p in FOREIGN_LOGS])
     assert not ok and not any(f["sglang"] for f in cov["files"])
+    assert all(f["verdict"] == "other_server" and f["other_server"] for f in cov["files"])
+    ok, cov = looks_like_sglang([parse_file(str(FRAGMENTS / "generic-torch-training-oom.log"))])
+    assert ok and cov["sglang_specific"] is False and cov["files"][0]["verdict"] == "no_sglang_specific_line"
 
 
 def test_document_shape():
@@ -286,8 +293,28 @@ def test_foreign_logs_are_not_diagnosed(monkeypatch, capsys, log, fmt):
     assert code == 2 and out == ""
     line = err.strip()
     assert line.count("\n") == 0 and line.startswith("sglog: error:")
-    assert "does not look like an SGLang log" in line
-    assert re.search(r"coverage \d+\.\d%", line)
+    assert "not SGLang's" in line and FOREIGN_SERVER[log.name] in line
+
+
+def test_foreign_servers_are_all_covered():
+    assert sorted(FOREIGN_SERVER) == sorted(p.name for p in FOREIGN_LOGS)
+
+
+@pytest.mark.parametrize("fmt", ["rich", "json"])
+def test_a_generic_fragment_is_diagnosed_and_says_so(monkeypatch, capsys, fmt):
+    code, out, err = cli(monkeypatch, capsys, "diagnose", "-f", fmt, str(FRAGMENTS / "generic-torch-training-oom.log"))
+    assert code in (0, 1) and out and "Traceback" not in err
+    if fmt == "json":
+        assert json.loads(out)["coverage"]["sglang_specific"] is False
+    else:
+        assert "no SGLang-specific line found" in err
+
+
+def test_a_log_with_nothing_recognised_is_refused(monkeypatch, capsys, tmp_path):
+    log = tmp_path / "notes.log"
+    log.write_text("dear diary\nthe weather was fine today\nnothing else happened\n")
+    code, out, err = cli(monkeypatch, capsys, "diagnose", str(log))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "none of its 3 non-blank lines is recognised" in err
 
 
 def test_foreign_log_among_sglang_logs_is_named(monkeypatch, capsys):
