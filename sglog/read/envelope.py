@@ -282,7 +282,7 @@ def _unlink(text: str) -> tuple[str, Fields] | None:
 
 #: Page repairs: ``padding`` before the shapes (a padded `svc  |` line), ``md_links`` after.
 REPAIRS: tuple[Repair, ...] = (
-    Repair("padding", lambda t: t.endswith("  ") or t.endswith("\t"), _unpad),
+    Repair("padding", lambda t: t.endswith(("  ", "\t")), _unpad),
     Repair("md_links", lambda t: "](http" in t, _unlink),
 )
 _PAD, _MD = REPAIRS
@@ -348,6 +348,7 @@ _TAILS = tuple(s for s in SHAPES if s.side == "tail")
 # right after its first `] ` (only `wrapper_bracket_ts` starts like that, and it needs one).
 # Plain string tests: a regex call costs more than all of them together.
 _NOT_AFTER_OWN = ("[", "(", "\x1b")
+_PADDED = ("  ", "\t")
 
 
 def strip_outer(line: str) -> tuple[str, Fields]:
@@ -366,8 +367,7 @@ def strip_outer(line: str) -> tuple[str, Fields]:
         if (
             i > 0
             and line[i + 2 : i + 3] not in _NOT_AFTER_OWN
-            and not line.endswith("  ")
-            and not line.endswith("\t")
+            and not line.endswith(_PADDED)
             and "](http" not in line
         ):
             return line, {}  # SGLang's own prefix, nothing around it
