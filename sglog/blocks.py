@@ -1,6 +1,8 @@
-"""Read folded multi-line blocks (tracebacks, thread dumps, C++ aborts) into fields.
+"""Read folded multi-line blocks (tracebacks, thread dumps, C++ aborts, native crash reports) into fields.
 
-The line shapes are the ``TB_*`` and ``OOM_*`` terminals of the grammar.
+The line shapes are the ``TB_*``, ``NB_*`` and ``OOM_*`` terminals of the grammar.  A block may
+be a fragment (a pasted excerpt that starts inside it: frames without their header, a thread
+dump's middle): it is read the same way and marked ``fragment: True``.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
         "frames": root["frames"] if root else current_frames,
         "truncated": not complete_head or not exceptions,
     }
+    if not complete_head and not component:
+        fields["fragment"] = True  # the excerpt starts inside the traceback
     if preface and not component:
         fields["preface"] = preface.strip()
     if hints:
@@ -212,19 +216,98 @@ def _literal(text: str) -> Any:
 
 
 def read_fatal(lines: list[str]) -> dict[str, Any]:
+    """`Fatal Python error:` and faulthandler's thread dump (or the dump's middle, ``fragment``)."""
     m = _re("TB_FATAL").match(lines[0])
     threads = sum(1 for t in lines if t.startswith(("Thread 0x", "Current thread 0x")))
     frames = [_frame(fm) for fm in (_re("TB_FRAME").match(t) for t in lines) if fm]
-    return {"exc_type": "Fatal Python error", "exc_message": m.group("message").strip() if m else "", "threads": threads, "frames": frames[:50]}
+    out = {"exc_type": "Fatal Python error", "exc_message": m.group("message").strip() if m else "", "threads": threads, "frames": frames[:50]}
+    if not m:
+        out["fragment"] = True
+    return out
 
 
 def read_cpp(lines: list[str]) -> dict[str, Any]:
+    """`terminate called after throwing ...`, `what():`, c10's `Exception raised from ...` and
+    `frame #N:` lines; from an excerpt's middle too (``fragment``: frames alone, or from
+    `Exception raised from`)."""
     m = _re("TB_CPP_TERMINATE").match(lines[0])
     what = ""
-    for t in lines[1:]:
-        wm = _re("TB_CPP_WHAT").match(t)
-        if wm:
-            what = wm.group("message").strip()
-            break
-    frames = sum(1 for t in lines if _re("TB_CPP_FRAME").match(t.strip()))
-    return {"exc_type": m.group("type") if m else None, "exc_message": what, "cpp_frames": frames}
+    raised = None
+    frames: list[dict[str, Any]] = []
+    for t in lines:
+        s = t.strip()
+        if s.startswith("frame #"):
+            fm = _re("TB_CPP_FRAME_PARTS").match(s)
+            if fm:
+                frames.append({"function": fm.group("func"), "library": fm.group("lib") or None})
+            elif _re("TB_CPP_FRAME").match(s):
+                frames.append({"function": s.split(": ", 1)[1], "library": None})
+            continue
+        if not what:
+            wm = _re("TB_CPP_WHAT").match(t)
+            if wm:
+                what = wm.group("message").strip()
+                continue
+        if raised is None:
+            rm = _re("TB_CPP_RAISED").match(s)
+            if rm:
+                raised = {"function": rm.group("func"), "file": rm.group("location"), "line": int(rm.group("lineno")) if rm.group("lineno") else None}
+    out: dict[str, Any] = {"exc_type": m.group("type") if m else None, "exc_message": what, "cpp_frames": len(frames)}
+    if raised:
+        out["raised_from"] = raised
+    if frames:
+        out["frames"] = frames[:50]
+    if not m:
+        out["fragment"] = True
+    return out
+
+
+def read_native(lines: list[str]) -> dict[str, Any]:
+    """A native crash report (UCX, glog/abseil, glibc): the signal or error, and the frames."""
+    out: dict[str, Any] = {"signal": None, "reason": None, "pid": None, "tid": None}
+    frames: list[dict[str, Any]] = []
+    head = False
+    for t in lines:
+        s = t.strip()
+        if not s:
+            continue
+        m = _re("NB_UCX_SIGNAL").fullmatch(s)
+        if m:
+            out.update(reporter="ucx", signal=int(m.group(1)), reason=m.group(2))
+            head = True
+            continue
+        m = _re("NB_BACKTRACE").fullmatch(s)
+        if m:
+            out.setdefault("reporter", "ucx")
+            if m.group(1):
+                out["tid"] = int(m.group(1))
+            head = True
+            continue
+        m = _re("NB_SIGNAL").fullmatch(s)
+        if m:
+            out.update(reporter="glog", signal=m.group(1), address=m.group(2))
+            if m.group(3):
+                out["pid"] = int(m.group(3))
+            head = True
+            continue
+        m = _re("NB_GLIBC_ERROR").fullmatch(s)
+        if m:
+            out.update(reporter="glibc", reason=m.group(2) or m.group(3), program=m.group(1))
+            head = True
+            continue
+        if _re("NB_GLOG_ABORTED").fullmatch(s) or _re("NB_GLIBC_SECTION").fullmatch(s):
+            out.setdefault("reporter", "glibc" if "Backtrace:" in s or "Memory map:" in s else "glog")
+            head = True
+            continue
+        if _re("NB_PC").fullmatch(s):
+            continue
+        fm = _re("NB_FRAME_PARTS").fullmatch(t)
+        if fm:
+            addr = fm.group("addr") or fm.group("addr2") or fm.group("addr3")
+            rest = (fm.group("rest") or fm.group("rest3") or "").strip()
+            frames.append({"library": fm.group("lib"), "symbol": fm.group("sym") or (rest or None), "address": addr})
+    out["frames"] = frames[:50]
+    out["native_frames"] = len(frames)
+    if not head:
+        out["fragment"] = True
+    return {k: v for k, v in out.items() if v is not None or k in ("signal", "reason")}

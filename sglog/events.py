@@ -172,6 +172,12 @@ def to_components(text: str) -> list[str]:
     return _COMPONENT.findall(text)
 
 
+def percent_to_fraction(text: str) -> float | None:
+    """'33' (a percentage without its sign, e.g. pytest's `[ 33%]`) -> 0.33."""
+    v = to_float(text)
+    return None if v is None else round(v / 100.0, 10)
+
+
 def mib_to_gb(text: str) -> float | None:
     v = to_float(text)
     return None if v is None else v / 1024.0
@@ -231,6 +237,11 @@ class Event(metaclass=_Compact):
     # terminal name -> (field names of its capture groups, in order; constant fields)
     TERMS: ClassVar[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {}
     DOC: ClassVar[str] = ""
+    # who wrote the record: "sglang" (its own messages), "third_party" (another program's
+    # output of a known shape: NCCL, torch, tqdm, pip, a shell ...: never evidence that a log is
+    # SGLang's), "block" (a folded block -- traceback, thread dump -- whose origin its content
+    # tells: its frames' paths); the one table coverage accounting reads
+    SOURCE: ClassVar[str] = "sglang"
 
     file: str
     line: int
@@ -598,51 +609,69 @@ class CrashDiagnostics(Event):
 
 class HttpAccess(Event):
     kind = "http_access"
+    SOURCE = "third_party"
     DOC = "uvicorn access line: client, method, path, status."
+
+
+class AiohttpAccess(Event):
+    kind = "aiohttp_access"
+    FIELDS = _k(client=to_str, time=to_str, method=to_str, path=to_str, http_version=to_str, status=to_int, size=to_int, referer=to_str, user_agent=to_str)
+    TERMS = {"AIOHTTP_ACCESS": _t("client", "time", "method", "path", "http_version", "status", "size", "referer", "user_agent")}
+    SOURCE = "third_party"
+    DOC = "aiohttp's access log line (PD bootstrap server, mooncake metadata server): client, method, path, status, size."
 
 
 class UvicornLog(Event):
     kind = "uvicorn_log"
+    SOURCE = "third_party"
     DOC = "uvicorn's own lines (`Started server process`, `Uvicorn running on ...`, errors)."
 
 
 class NcclLog(Event):
     kind = "nccl_log"
+    SOURCE = "third_party"
     DOC = "NCCL / NVSHMEM library line (`host:pid:tid [dev] NCCL WARN ...`, or NVSHMEM's `/.../init.cu:1045: ...` error prints)."
 
 
 class TorchLog(Event):
     kind = "torch_log"
+    SOURCE = "third_party"
     DOC = "PyTorch C++ logging (`[rank0]:[W207 ...] ...`, c10d, ProcessGroupNCCL watchdog)."
 
 
 class Glog(Event):
     kind = "glog"
+    SOURCE = "third_party"
     DOC = "Google-logging line (mooncake transfer engine and other C++ libraries), incl. `WARNING: Logging before InitGoogleLogging()`."
 
 
 class Gloo(Event):
     kind = "gloo"
+    SOURCE = "third_party"
     DOC = "Gloo rendezvous: `[Gloo] Rank N is connected to M peer ranks`."
 
 
 class VllmLog(Event):
     kind = "vllm_log"
+    SOURCE = "third_party"
     DOC = "vLLM's logger, used inside SGLang 0.2-0.4 (`WARNING 09-02 10:15:06 config.py:1] ...`)."
 
 
 class Progress(Event):
     kind = "progress"
+    SOURCE = "third_party"
     DOC = "A tqdm progress bar (weight shards, CUDA graph capture, benchmark)."
 
 
 class PythonWarning(Event):
     kind = "python_warning"
+    SOURCE = "third_party"
     DOC = "Python `warnings.warn` output (`file.py:N: UserWarning: ...` and its source line)."
 
 
 class ProcessKilled(Event):
     kind = "process_killed"
+    SOURCE = "third_party"
     DOC = "The shell's `Killed` (the process got SIGKILL, often the OOM killer)."
 
 
@@ -653,20 +682,70 @@ class LaunchCommand(Event):
 
 class PipPackage(Event):
     kind = "pip_package"
-    DOC = "A `pip list` row: package and version."
+    FIELDS = _k(requirement=to_str, required_by=to_str, file=to_str, size=to_str, location=to_str, packages=str.split, detail=to_str, level=to_str, message=to_str)
+    TERMS = {
+        "PIP_COLLECTING": _t("requirement", "required_by", event="collecting"),
+        "PIP_DOWNLOADING": _t("file", "size", event="downloading"),
+        "PIP_SATISFIED": _t("requirement", "location", event="already_satisfied"),
+        "PIP_INSTALLING": _t("packages", event="installing"),
+        "PIP_INSTALLED": _t("event", "packages"),
+        "PIP_UNINSTALL": _t("requirement", event="uninstalling"),
+        "PIP_BUILD": _t("detail", event="building"),
+        "PIP_NOTICE": _t("level", "message", event="notice"),
+    }
+    SOURCE = "third_party"
+    DOC = (
+        "pip's output: a `pip list` row (`package`, `version`), or a line of `pip install` (`event`: "
+        "collecting, downloading, already_satisfied, installing, installed, uninstalled, built, "
+        "uninstalling, building, notice)."
+    )
+
+
+class NativeBacktrace(Event):
+    kind = "native_backtrace"
+    SOURCE = "third_party"
+    DOC = (
+        "A native crash report (UCX's `Caught signal 11 (Segmentation fault: ...)` and `==== backtrace ====`, "
+        "glog's `*** SIGSEGV ... received by PID`, glibc's `*** Error in ...` / `======= Backtrace: =========`): "
+        "`signal`, `reason`, `frames` (library, symbol, address); `fragment` when the excerpt starts inside it."
+    )
+
+
+class UcxLog(Event):
+    kind = "ucx_log"
+    SOURCE = "third_party"
+    DOC = "UCX's logger (`[1700000000.123456] [host:pid:0]  ucp_worker.c:1543 UCX  ERROR ...`): level, source file, message."
+
+
+class ShellPrompt(Event):
+    kind = "shell_prompt"
+    FIELDS = _k(venv=to_str, user=to_str, host=to_str, cwd=to_str, command=to_str)
+    TERMS = {"SHELL_PROMPT": _t("venv", "user", "host", "cwd", "user", "host", "cwd", "command")}
+    SOURCE = "third_party"
+    DOC = "A shell prompt pasted with its command (`$ cmd`, `user@host:~$ cmd`, `(venv) root@host:/p# cmd`, `[user@host dir]$ cmd`)."
+
+
+class EnvVar(Event):
+    kind = "env_var"
+    FIELDS = _k(name=to_str, value=str)
+    TERMS = {"VAR_ASSIGN": _t("name", "value")}
+    SOURCE = "third_party"
+    DOC = "A line of an environment dump (`NAME=value`, UPPER_SNAKE names; `export`/`declare -x` forms): `name`, `value` (as printed)."
 
 
 class LibraryLog(Event):
     kind = "library_log"
-    FIELDS = _k(level=to_str, message=to_str, module=to_str, original=to_str, log_ts=to_str)
+    FIELDS = _k(level=to_str, message=to_str, module=to_str, original=to_str, log_ts=to_str, logger=to_str)
     TERMS = {
         "LIB_TRANSFORMERS": _t("message", library="transformers"),
         "LIB_TRANSFORMERS_MODULE_NAME": _t("message", "module", "original", library="transformers", level="WARNING"),
         "LIB_HF_HUB": _t("message", library="huggingface_hub", level="WARNING"),
         "LIB_LMCACHE": _t("level", "message", library="lmcache"),
+        "LIB_FLASHINFER": _t("logger", "message", library="flashinfer"),
         "LIB_PDLB": _t("log_ts", "level", "message", library="sglang_pd_mini_lb"),
     }
-    DOC = "A line of a library running in the server (`[transformers] ...`, huggingface_hub warnings, `LMCache INFO: ...`)."
+    SOURCE = "third_party"
+    DOC = "A line of a library running in the server (`[transformers] ...`, huggingface_hub warnings, `LMCache INFO: ...`, `flashinfer.jit: Loading JIT ops: ...`)."
 
 
 class RocmLog(Event):
@@ -679,6 +758,7 @@ class RocmLog(Event):
         "ROCM_QUEUES_SNAPSHOT": _t(event="queues_snapshot_failed"),
         "ROCM_SEGMENT_PIPE": _t("error", event="segment_write_failed"),
     }
+    SOURCE = "third_party"
     DOC = "ROCm runtime lines (`:0:rocdevice.cpp :3586: ... HSA_STATUS_ERROR_EXCEPTION ...`) and its GPU core dump."
 
 
@@ -689,6 +769,7 @@ class BrowserAgentLog(Event):
         "BA_CALL_LOG": _t(source="playwright"),
         "BA_NAVIGATED": _t("url", source="browser_use"),
     }
+    SOURCE = "third_party"
     DOC = "Agent frameworks driving SGLang in the same log: Playwright `Call log:` blocks, browser-use navigation lines."
 
 
@@ -728,19 +809,34 @@ class BenchDriver(Event):
 class TestDriver(Event):
     __test__ = False  # not a pytest test class
     kind = "test_driver"
-    FIELDS = _k(test_class=to_str, test_method=to_str, settings=to_kv_dict, time=to_str, label=to_str)
+    FIELDS = _k(
+        test_class=to_str, test_method=to_str, settings=to_kv_dict, time=to_str, label=to_str, title=to_str, os=to_str,
+        python=to_str, pytest=to_str, executable=to_str, key=to_str, value=to_str, collected=to_int, deselected=to_int,
+        selected=to_int, node=to_str, outcome=to_str, progress=percent_to_fraction, reason=to_str, output=to_str,
+    )
     TERMS = {
         "TD_CI_METHOD": _t("test_class", "test_method", event="ci_test_method"),
         "TD_CI_LAUNCH": _t("settings", event="ci_launch_server"),
         "TD_START": _t("time", "label", event="script_start"),
+        "TD_PYTEST_BANNER": _t("title", event="pytest_banner"),
+        "TD_PYTEST_PLATFORM": _t("os", "python", "pytest", "executable", event="pytest_platform"),
+        "TD_PYTEST_HEADER": _t("key", "value", event="pytest_header"),
+        "TD_PYTEST_COLLECTED": _t("collected", "deselected", "selected", event="pytest_collected"),
+        "TD_PYTEST_RESULT": _t("node", "outcome", "progress", "outcome", "node", "reason", event="pytest_result"),
+        "TD_PYTEST_NODE": _t("node", "output", event="pytest_node_output"),
     }
-    DOC = "Test harness / launch script lines around the server (`[CI Test Method] ...`, `START 23:37:33 ...`)."
+    SOURCE = "third_party"
+    DOC = (
+        "Test harness / launch script lines around the server (`[CI Test Method] ...`, `START 23:37:33 ...`), "
+        "and pytest's session header, banners, result lines (`tests/x.py::t PASSED [ 50%]`) and node ids with the test's output glued on."
+    )
 
 
 class Comment(Event):
     kind = "comment"
     FIELDS = _k(comment=to_str)
     TERMS = {"COMMENT": _t("comment")}
+    SOURCE = "third_party"
     DOC = "A `# ...` line (shell comment; constructed fixture logs start with one saying so)."
 
 
@@ -748,6 +844,7 @@ class Annotation(Event):
     kind = "annotation"
     FIELDS = _k(note=to_str)
     TERMS = {"ANNOTATION": _t("note")}
+    SOURCE = "third_party"
     DOC = "A note written into a pasted log by its author (a line of Cyrillic words), not log output."
 
 
@@ -1061,31 +1158,37 @@ class KvTransferFailed(Event):
 
 class Traceback(Event):
     kind = "traceback"
+    SOURCE = "block"
     DOC = "A Python traceback (exception type, message, frames, chained exceptions)."
 
 
 class SchedulerException(Event):
     kind = "scheduler_exception"
+    SOURCE = "block"
     DOC = "`Scheduler hit an exception:` (or another component's) traceback."
 
 
 class Oom(Event):
     kind = "oom"
+    SOURCE = "block"
     DOC = "A CUDA out-of-memory error (torch OutOfMemoryError) with tried/capacity/free in GB."
 
 
 class FatalError(Event):
     kind = "fatal_error"
+    SOURCE = "block"
     DOC = "`Fatal Python error:` with its thread dump (a hard crash: abort, segfault)."
 
 
 class CppException(Event):
     kind = "cpp_exception"
+    SOURCE = "third_party"
     DOC = "`terminate called after throwing an instance of ...` with `what():` and C++ frames."
 
 
 class LoggingError(Event):
     kind = "logging_error"
+    SOURCE = "block"
     DOC = "`--- Logging error ---`: Python's logging failed to emit a record (its traceback, `Message:` and `Arguments:`)."
 
 

@@ -132,7 +132,9 @@ def term_fields(cls, tree: Tree) -> dict[str, Any]:
 _CAPTURE_SUBJECT = re.compile(
     r"Capture (?:(?P<role>target|draft) (?P<stage>decode|verify|prefill|extend) |(?P<draft>draft) (?P<dext>extend )?|(?P<piece>piecewise) )?(?P<device>\w+) graph"
 )
-_PROGRESS = re.compile(r"^(?P<desc>.*?):? *(?P<pct>\d{1,3})%.*?(?P<n>\d+)/(?P<total>\d+)")
+_PROGRESS = re.compile(r"^(?P<desc>.*?):? *(?P<pct>\d{1,3})%.*?\| *(?P<n>[\d.]+[kMGTPEZY]?)(?P<unit>i?B)?/(?P<total>[\d.]+[kMGTPEZY]?)")
+_PROGRESS_NO_TOTAL = re.compile(r"^(?:(?P<desc>.*?): ?)? *(?P<n>[\d.]+[kMGTPEZY]?)(?P<unit>it|i?B|[a-z]+)? \[")
+_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
 _PROGRESS_CAPTURE = re.compile(r"\((?:(?P<key>bs|num_tokens)=(?P<value>\d+) )?avail_mem=(?P<mem>[\d.]+ ?GB)\)")
 _STEP = re.compile(r"\(step (\d+)\)")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -220,14 +222,24 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
     if kind == "progress":
         m = _PROGRESS.match(message.strip())
         if m:
-            fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=int(m.group("n")), total=int(m.group("total")))
+            fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=_count(m.group("n")), total=_count(m.group("total")))
+            if m.group("unit"):
+                fields["unit"] = m.group("unit")
             cm = _PROGRESS_CAPTURE.search(m.group("desc"))
             if cm:
                 if cm.group("key"):
                     fields[cm.group("key")] = int(cm.group("value"))
                 fields["avail_mem"] = to_gb(cm.group("mem"))
+        else:
+            m = _PROGRESS_NO_TOTAL.match(message.strip())
+            if m:  # tqdm without a total: `Processed prompts: 5it [00:01,  3.12it/s]`
+                fields.update(desc=(m.group("desc") or "").strip(), n=_count(m.group("n")), total=None)
         return fields
-    if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log"):
+    if kind == "native_backtrace":
+        from sglog import blocks
+
+        return blocks.read_native(message.split("\n"))
+    if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log", "ucx_log"):
         head = tree.children[0]
         text = str(tree.children[1]).strip() if len(tree.children) > 1 else ""
         if head.type == "GLOG_PREINIT":
@@ -241,6 +253,14 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
             return fields
         fields["level"] = _level(kind, str(head))
         fields["message"] = text
+        if kind == "ucx_log":
+            fields["source"] = str(head).split("]")[-1].split()[0]
+        return fields
+    if kind == "python_warning" and tree.children[0].type == "PYWARN_FRAGMENT":
+        # an excerpt that starts after the header: the message's last lines, then the source echo
+        lines = [line.strip() for line in message.split("\n") if line.strip()]
+        echo = next(i for i, line in enumerate(lines) if line.startswith("warnings.warn"))
+        fields.update(path=None, lineno=None, category=None, message="\n".join(lines[:echo]), source="\n".join(lines[echo:]), fragment=True)
         return fields
     if kind == "python_warning":
         head = str(tree.children[0])
@@ -252,6 +272,9 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields.update(path=path, lineno=int(lineno), category=category, message=text)
         if rest:
             fields["source"] = rest[-1]
+        return fields
+    if kind == "pip_package" and tree.children[0].type == "PIP_OUTPUT":
+        fields.update(term_fields(cls, tree))
         return fields
     if kind == "pip_package":
         name, version = message.split()[:2]
@@ -383,15 +406,24 @@ def graph_backend_field(message: str) -> dict[str, Any]:
     return {}
 
 
+def _count(text: str) -> int | float:
+    """A tqdm count: `23` -> 23, `4.97G` -> 4.97e9 (unit_scale)."""
+    scale = _SCALE.get(text[-1:], 1)
+    if scale != 1:
+        text = text[:-1]
+    value = float(text) * scale
+    return int(value) if value.is_integer() and ("." not in text or scale != 1) else value
+
+
 def _level(kind: str, head: str) -> str:
     head = head.strip()
     if kind == "uvicorn_log":
         return head.rstrip(": ").upper()
-    if kind == "nccl_log":
+    if kind in ("nccl_log", "ucx_log"):
         return head.split()[-1]
     if kind == "vllm_log":
         return head.split()[0]
-    letter = head.split("]:")[-1].lstrip("[")[:1] if kind == "torch_log" else head[:1]
+    letter = head.split("]:")[-1].lstrip("[")[:1]  # (torch and glog heads may start with `[rank0]:`)
     return {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}.get(letter, letter)
 
 

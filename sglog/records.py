@@ -5,9 +5,19 @@ physical line, sometimes a block that must be read as one (a traceback with
 its chained exceptions, 3.11 caret lines and a multi-line exception message, a
 component preface on its own line such as ``Exception in run_tp_server:``, a
 ``Fatal Python error`` thread dump, a C++ ``terminate called ...`` block, a
-``--- Logging error ---`` block, an args dump wrapped by a terminal, a Python
-warning and its source lines, a Playwright ``Call log:``, SGLang's multi-line
-OOM/hint messages, a message that starts with a newline).
+native crash report (UCX / glog / glibc backtraces), a ``--- Logging error ---``
+block, an args dump wrapped by a terminal, a Python warning and its source
+lines, a Playwright ``Call log:``, SGLang's multi-line OOM/hint messages, a
+message that starts with a newline).
+
+Pasted excerpts often start inside a block: C++ ``frame #N:`` lines alone or
+from ``Exception raised from ...``, a thread dump's ``Thread 0x...`` section,
+``File "..."`` frames (indented or not) and their source lines, a source line
+and the exception line, an exception line alone, a warning's indented lines and
+its ``warnings.warn(`` echo.  These fold into the block they are part of (read
+as a ``fragment``).  One combined regex (``_FRAGMENT``) names the line a block
+may start with; a line before an exception line (or before a warning's echo)
+joins the block only when no grammar rule reads it.
 
 Lines are cleaned for parsing (CR/LF, ANSI colour codes, tqdm ``\\r`` updates,
 a progress bar or a row of waiting dots glued to the front of a log line, an
@@ -35,7 +45,7 @@ class Record:
     end_line: int
     lines: list[str]  # cleaned text of each physical line
     raw: list[str]  # raw text of each physical line (no line terminator)
-    mode: str = "line"  # line | traceback | fatal | cpp | wrapped | warning | call_log | blank | sglang | newline
+    mode: str = "line"  # line | traceback | fatal | cpp | native | wrapped | warning | indent | call_log | blank | sglang | newline
 
     @property
     def text(self) -> str:
@@ -73,10 +83,12 @@ _CONT_SGLANG = re.compile(
     r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|[\w.]*\.(?:available|evictable)_size\(\)=|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
 )
 _TB_INNER = re.compile(
-    r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)"
+    r"^(?:\s|File \"|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)"
 )
 _FATAL_INNER = re.compile(r"^(?:\s|Thread 0x|Current thread 0x|Extension modules:|Stack \(most recent call first\):|<no Python frame>)")
 _CPP_INNER = re.compile(r"^(?:\s|Exception raised from|frame #\d+:|what\(\):)")
+_CPP_CONT = re.compile(r"^(?:Exception raised from|frame #\d+:)")  # c10::Error's location and frames inside an exception message
+_ECHO = re.compile(r"^\s+warnings\.warn(?:_explicit)?\(")  # the source line `warnings` shows under a warning
 _LOGERR_INNER = re.compile(
     r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause|Call stack:|Message: |Arguments: )"
 )
@@ -87,10 +99,18 @@ _NEWLINE_MAX = 20  # lines a message that starts with a newline may hold
 _PYWARN = None
 _PREFACE_LINE = None
 _EXCEPTION = None
+_FRAGMENT = None
+_NATIVE_INNER = None
+_TB_FRAME = None
+
+
+def _anon(pattern: str) -> str:
+    """A terminal's pattern with its named groups made plain (to be joined with others)."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
 
 
 def _init():
-    global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION
+    global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION, _FRAGMENT, _NATIVE_INNER, _TB_FRAME
     if _START is not None:
         return
     env = grammar.envelope_regex()
@@ -98,10 +118,23 @@ def _init():
     _PYWARN = grammar.compiled("PYWARN_HEAD")
     _PREFACE_LINE = grammar.compiled("TB_PREFACE_LINE")
     _EXCEPTION = grammar.compiled("TB_EXCEPTION")
+    _TB_FRAME = grammar.compiled("TB_FRAME")
+    tp = grammar.terminal_pattern
+    # the lines a block (or a pasted piece of one) starts with, one named group per block mode
+    # (tried on a line that opens a record and has no SGLang envelope)
+    cpp_heads = "|".join(_anon(tp(n)) for n in ("TB_CPP_TERMINATE", "TB_CPP_RAISED", "TB_CPP_FRAME", "TB_CPP_WHAT"))
+    fatal_heads = "|".join(_anon(tp(n)) for n in ("TB_FATAL", "TB_THREAD", "TB_FAULT_FRAME"))
+    _FRAGMENT = grammar.re_compile(
+        f"^(?:(?P<cpp>{cpp_heads})|(?P<fatal>{fatal_heads})|(?P<native>{tp('NATIVE_HEAD')})"
+        f"|(?P<echo>{_ECHO.pattern[1:]})|(?P<frame>{_anon(tp('TB_FRAME'))})|(?P<exception>{_anon(tp('TB_EXCEPTION'))}))"
+    )
+    _NATIVE_INNER = grammar.re_compile(f"^(?:{tp('NATIVE_HEAD')}|{tp('NB_INNER')})")
     # a tqdm bar (or a row of waiting dots) followed directly by a log line: keep the log line
     glued_heads = [
         env.lstrip("^"),
         grammar.terminal_pattern("TORCH_HEAD"),
+        grammar.terminal_pattern("GLOG_HEAD"),
+        grammar.terminal_pattern("NCCL_HEAD"),
         r"/\S+?\.pyx?:\d+: [A-Za-z]*Warning:",
     ]
     _GLUED = grammar.re_compile(r"(?<=[\]|%.]) ?(?P<head>" + "|".join(f"(?:{h})" for h in glued_heads) + ")")
@@ -119,6 +152,11 @@ def _init():
         grammar.terminal_pattern("NVSHMEM_SOURCE"),
         grammar.terminal_pattern("LIB_TRANSFORMERS"),
         grammar.terminal_pattern("TB_PREFACE_LINE"),
+        grammar.terminal_pattern("UCX_HEAD"),
+        grammar.terminal_pattern("NATIVE_HEAD"),
+        _anon(grammar.terminal_pattern("TB_CPP_RAISED")),
+        grammar.terminal_pattern("TB_CPP_FRAME"),
+        grammar.terminal_pattern("TB_THREAD"),
         r"Traceback \(most recent call last\):",
         r"--- Logging error ---",
         r"Call log:",
@@ -240,12 +278,12 @@ class Folder:
         elif text.startswith("--- Logging error ---"):
             mode = "traceback"  # read by blocks.read_traceback as a logging_error block
             self._logging_error = True
-        elif text.startswith("Fatal Python error:"):
-            mode = "fatal"
-        elif text.startswith("terminate called after throwing"):
-            mode = "cpp"
-        elif text[:1].isspace() and (text.lstrip().startswith("File \"") or text.startswith("    ")):
-            mode = "traceback"  # a block whose head was cut off (excerpt starts mid-traceback)
+        elif (fm := _FRAGMENT.match(text)) is not None and (fm.lastgroup != "exception" or not _standalone(text)):
+            # a block, or a piece of one (an excerpt that starts inside it)
+            mode = _FRAGMENT_MODES[fm.lastgroup]
+            self._seen_exception = fm.lastgroup == "exception"
+        elif text.startswith("    ") and not _standalone(text):
+            mode = "traceback"  # source lines of a traceback whose head was cut off
         elif _PYWARN.match(text):
             mode = "warning"
         elif text.startswith("Call log:"):
@@ -280,6 +318,8 @@ class Folder:
 
     def _continues(self, text: str) -> bool:
         mode = self._cur.mode
+        if mode in ("line", "indent") and self._joins_fragment(text):
+            return True
         if mode == "wrapped":
             return self._depth > 0 and not is_start(text)
         if mode == "traceback" and self._logging_error:
@@ -289,8 +329,13 @@ class Folder:
                 return False
             return _EXCEPTION.match(text) is not None
         if mode == "traceback":
+            if text[:1].isspace() and _ECHO.match(text) and self._headless_source():
+                self._cur.mode = "warning"  # the indented lines were a warning's message: its echo follows
+                return True
             if _TB_INNER.match(text):
                 return True
+            if self._seen_exception and _CPP_CONT.match(text):
+                return True  # c10::Error's `Exception raised from ...` and frames in the message
             if is_start(text):
                 return False
             if self._seen_exception:
@@ -304,9 +349,11 @@ class Folder:
         if mode == "newline":
             return len(self._cur.lines) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
         if mode == "fatal":
-            return bool(_FATAL_INNER.match(text)) and not is_start(text)
+            return bool(_FATAL_INNER.match(text))
         if mode == "cpp":
-            return bool(_CPP_INNER.match(text)) and not is_start(text)
+            return bool(_CPP_INNER.match(text))
+        if mode == "native":
+            return bool(_NATIVE_INNER.match(text))
         if mode == "warning":
             return text[:1].isspace()
         if mode == "sglang":
@@ -314,6 +361,40 @@ class Folder:
         if mode == "line":
             return bool(_CONT_SGLANG.match(text)) and not text[:1].isspace() and not is_start(text)
         return False
+
+    def _joins_fragment(self, text: str) -> bool:
+        """A record of unrecognised line(s) without an envelope, and a line that makes it part of
+        a block: an exception line after a source line (a traceback's last lines), an indented
+        line after indented lines, or a warning's `warnings.warn(` echo after its indented message
+        lines.  The record's lines join only if no grammar rule reads them."""
+        cur = self._cur  # (a "line" record has no envelope: see _open)
+        first = cur.lines[0]
+        if not text[:1].isspace():
+            if (cur.mode == "line" and len(cur.lines) > 1) or not _EXCEPTION.match(text) or is_start(text) or _standalone(text):
+                return False
+            if cur.mode == "line" and (_standalone(first) or _FRAGMENT.match(first)):
+                return False
+            cur.mode = "traceback"
+            return True
+        if not first[:1].isspace():
+            return False
+        if _ECHO.match(text):
+            if cur.mode == "line" and _standalone(first):
+                return False
+            cur.mode = "warning"
+            return True
+        if _standalone(text) or (cur.mode == "line" and _standalone(first)):
+            return False
+        cur.mode = "indent"  # indented lines no rule reads: a warning's message, if its echo follows
+        return True
+
+    def _headless_source(self) -> bool:
+        """A traceback record that is only indented lines (no head, frame or exception yet)."""
+        cur = self._cur
+        return not self._seen_exception and not any(_TB_FRAME.match(t) or "Traceback (most recent" in t for t in cur.lines)
+
+
+_FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "warning", "frame": "traceback", "exception": "traceback"}
 
 
 def _standalone(text: str) -> bool:

@@ -347,3 +347,129 @@ def test_blank_lines_across_a_chunk_boundary_read_like_lark(tmp_path):
             fast = [comparable(d) for d in parse_file(str(p), keep_text=True, chunk_bytes=1024, threads=2).iter_dicts()]
             slow = [comparable(d) for d in parse_file(str(p), keep_text=True, fast=False).iter_dicts()]
             assert fast == slow, (blanks, lead)
+
+
+# ---------------------------------------------------------------- fragments (pasted excerpts)
+
+
+def test_tail_starting_mid_traceback_is_one_block() -> None:
+    text = (
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1100, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)\n"
+        "                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "RuntimeError: boom\n"
+        "[2026-02-23 10:15:14] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    assert _fold_text(text) == [(1, 4, "traceback"), (5, 5, "sglang")]
+
+
+def test_unindented_frames_fold_into_a_traceback() -> None:
+    """GitHub stored the excerpt with its indentation stripped: frames start at column 0."""
+    text = (
+        'File "/x/loader.py", line 437, in load_model\n'
+        "    self.load_weights_and_postprocess(\n"
+        'File "/x/qwen3.py", line 493, in load_weights\n'
+        "param = params_dict[name]\n"
+        "KeyError: 'midlayer.weight'\n"
+    )
+    assert _fold_text(text) == [(1, 5, "traceback")]
+
+
+def test_source_line_and_exception_line_fold_and_the_sglang_line_after_stays_its_own() -> None:
+    text = (
+        "if self.sampling_params.max_new_tokens > 0:\n"
+        "TypeError: '>' not supported between instances of 'NoneType' and 'int'\n"
+        "[2025-03-03 06:49:28 TP5] Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens).\n"
+        "[2025-03-03 06:49:28 TP5] Scheduler hit an exception: Traceback (most recent call last):\n"
+    )
+    assert _fold_text(text) == [(1, 2, "traceback"), (3, 3, "sglang"), (4, 4, "traceback")]
+
+
+def test_an_exception_line_alone_is_a_traceback_fragment_but_a_known_line_before_it_is_not_swallowed() -> None:
+    assert _fold_text("TypeError: bad operand\n") == [(1, 1, "traceback")]
+    # `Killed` is a record of its own (a grammar rule reads it): it does not become a source line
+    assert _fold_text("Killed\nRuntimeError: x\n") == [(1, 1, "line"), (2, 2, "traceback")]
+
+
+def test_cpp_frames_alone_and_from_exception_raised_from() -> None:
+    frames = "".join(f"frame #{i}: fn{i}() + 0x1b9 (0x7f3b1c7a2a09 in /env/torch/lib/libtorch_cuda.so)\n" for i in range(3))
+    assert _fold_text(frames) == [(1, 3, "cpp")]
+    raised = "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):\n"
+    assert _fold_text(raised + frames + "[2026-02-23 10:15:14] Received sigquit from a child process.\n") == [(1, 4, "cpp"), (5, 5, "sglang")]
+
+
+def test_c10_frames_inside_a_python_exception_message_stay_in_the_traceback() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/x.py", line 1, in f\n'
+        "RuntimeError: NCCL error\n"
+        "Exception raised from getNCCLComm at ../ProcessGroupNCCL.cpp:1957 (most recent call first):\n"
+        "frame #0: c10::Error::Error() + 0x57 (0x7f0d2c1b3897 in /env/libc10.so)\n"
+    )
+    assert _fold_text(text) == [(1, 5, "traceback")]
+
+
+def test_thread_dump_from_the_middle() -> None:
+    text = (
+        "Thread 0x00007f54bb7ff6c0 (most recent call first):\n"
+        '  File "/env/lib/python3.12/threading.py", line 331 in wait\n'
+        "\n"
+        "Current thread 0x00007f60f8184780 (most recent call first):\n"
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 880 in event_loop_overlap\n'
+        "\n"
+        "Extension modules: numpy._core._multiarray_umath (total: 1)\n"
+        "[2026-02-23 10:15:14] Received sigquit from a child process.\n"
+    )
+    assert _fold_text(text) == [(1, 7, "fatal"), (8, 8, "sglang")]
+    # faulthandler's frames alone (no comma before `in`) are a dump, not a traceback
+    assert _fold_text('  File "/x.py", line 3 in f\n  File "/y.py", line 4 in g\n') == [(1, 2, "fatal")]
+
+
+def test_a_traceback_does_not_swallow_a_thread_dump_after_it() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/x.py", line 1, in f\n'
+        "RuntimeError: boom\n"
+        "Thread 0x00007f54bb7ff6c0 (most recent call first):\n"
+        '  File "/env/lib/python3.12/threading.py", line 331 in wait\n'
+    )
+    assert _fold_text(text) == [(1, 3, "traceback"), (4, 5, "fatal")]
+
+
+def test_native_backtrace_block_and_its_frames_alone() -> None:
+    text = (
+        "[host:12796:1:13303] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)\n"
+        "==== backtrace (tid:  13303) ====\n"
+        " 0  /usr/lib/libucs.so.0(ucs_handle_error+0x294) [0x7fbec008fba4]\n"
+        " 1  /usr/lib/x86_64-linux-gnu/libc.so.6(+0x1a07cd) [0x7fc0957437cd]\n"
+        "=================================\n"
+        "[2026-02-23 10:15:14] Received sigquit from a child process.\n"
+    )
+    assert _fold_text(text) == [(1, 5, "native"), (6, 6, "sglang")]
+    assert _fold_text(" 3  /usr/lib/libucp.so.0(+0x8e6da) [0x7fbeb80ee6da]\n 4  /usr/lib/libuct.so.0(+0x1) [0x7fbeb852804a]\n") == [(1, 2, "native")]
+
+
+def test_warning_fragment_without_its_header() -> None:
+    text = "  Example: sglang serve --model-path <model> [options]\n  warnings.warn(\n[2026-02-23 10:15:14] Received sigquit from a child process.\n"
+    assert _fold_text(text) == [(1, 2, "warning"), (3, 3, "sglang")]
+    # indented lines no rule reads, without an echo after them, stay unparsed lines (one record)
+    assert _fold_text("  some text\n  more text\nplain\n") == [(1, 2, "indent"), (3, 3, "line")]
+
+
+def test_fragments_parse_as_their_kinds() -> None:
+    from sglog.parse import RecordParser
+
+    rp = RecordParser("x.log")
+    cases = {
+        "frame #3: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1b9 (0x7f in /x/libtorch_cuda.so)\n": "cpp_exception",
+        "TypeError: bad\n": "traceback",
+        ' 3  /usr/lib/libucp.so.0(+0x8e6da) [0x7fbeb80ee6da]\n': "native_backtrace",
+        "  Example: x\n  warnings.warn(\n": "python_warning",
+        'Thread 0x00007f54bb7ff6c0 (most recent call first):\n  File "/t.py", line 331 in wait\n': "fatal_error",
+    }
+    for text, kind in cases.items():
+        lines = text.rstrip("\n").split("\n")
+        (rec,) = fold(list(enumerate(lines, start=1)))
+        ev = rp(rec)
+        assert ev.kind == kind, (text, ev.kind)
+        assert ev.fields.get("fragment") is True, (text, ev.fields)
