@@ -34,8 +34,10 @@ import polars as pl
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import RANK_AXES, Event, Rank, make
 from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
+from sglog.read.envelope import Unwrapper
 from sglog.records import Folder, Record
 
+DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
 _MEMO_MAX = 20000
 _MEMO_LEN = 4000
 _SHAPES_MAX = 5000
@@ -298,9 +300,19 @@ def parse_source(
 
     hot: list[Event] = []  # batch/access lines the record layer parsed: rows of the frames (below)
 
+    unwrap: Unwrapper | None = None  # the file's outer envelopes (sglog/read/envelope.py), seen in its first slow lines
+    outer: dict[int, dict[str, Any]] = {}  # line -> the parts of the envelope stripped from it
+
     def drain(records: list[Record]) -> None:
         for rec in records:
             ev = rp(rec)
+            if outer:
+                parts = outer.pop(rec.line, None)
+                for n in range(rec.line + 1, rec.end_line + 1):
+                    parts = parts or outer.get(n)
+                    outer.pop(n, None)
+                if parts:
+                    ev.fields.update((k, v) for k, v in parts.items() if k not in ev.fields)
             if ev.kind in fastpath.HOT_KINDS:
                 hot.append(ev)
                 continue
@@ -309,11 +321,48 @@ def parse_source(
             if ev.kind == "blank":
                 log.blank += rec.end_line - rec.line + 1
 
-    def fold(slow: pl.DataFrame) -> None:
+    # The file's outer envelopes are decided from its first lines that SGLang's own envelope does
+    # not start (up to Unwrapper.SAMPLE of them, within its first DETECT_LINES lines), in both paths
+    # alike; the lines before the decision wait for it.
+    pending: list[tuple[list[int], list[str]]] = []
+    sample: list[str] = []
+    own = rp.env.match  # SGLang's own envelope (the grammar's, Ray's prefix included) comes first
+
+    def decide() -> None:
+        nonlocal unwrap
+        unwrap = Unwrapper.for_lines(sample)
+        sample.clear()
+        for numbers, raws in pending:
+            emit(numbers, raws)
+        pending.clear()
+
+    def emit(numbers: list[int], raws: list[str]) -> None:
         feed = folder.feed
-        for n, raw in zip(slow.get_column("line").to_list(), slow.get_column("raw").to_list()):
-            feed(n, raw)
+        if unwrap is not None and unwrap.active:
+            strip = unwrap.feed
+            for n, raw in zip(numbers, raws):
+                if own(raw):
+                    feed(n, raw)
+                    continue
+                text, parts = strip(raw)
+                if parts:
+                    outer[n] = parts
+                feed(n, text)
+        else:
+            for n, raw in zip(numbers, raws):
+                feed(n, raw)
         drain(folder.take())
+
+    def fold(slow: pl.DataFrame) -> None:
+        numbers, raws = slow.get_column("line").to_list(), slow.get_column("raw").to_list()
+        if unwrap is not None:
+            emit(numbers, raws)
+            return
+        pending.append((numbers, raws))
+        room = Unwrapper.SAMPLE - len(sample)
+        sample.extend(itertools.islice((r for r in raws if not own(r)), room))
+        if len(sample) >= Unwrapper.SAMPLE or (numbers and numbers[-1] >= DETECT_LINES):
+            decide()
 
     if not fast:
         next_line = 1
@@ -336,6 +385,8 @@ def parse_source(
                 _frame_events(log, res.events, rp)
             fold(res.slow)
             del res
+    if unwrap is None:
+        decide()
     drain(folder.flush())
     if fast:
         log.events.sort(key=_line_of)
