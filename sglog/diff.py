@@ -473,19 +473,9 @@ def _ref(label: str, spec: str | None, run: Run) -> RunRef:
     )
 
 
-def ending_text(run: Run, limit: int = 160) -> str | None:
-    """How the run ended, with the root cause's first line cut at a word boundary (never mid-number)."""
-    e = run.ending
-    if e is None:
-        return None
-    if e.status != "crashed" or e.root_cause is None:
-        return e.describe()
-    rc = e.root_cause
-    msg = (rc.get("exc_message") or "").strip().splitlines()
-    what = f"{rc.get('exc_type') or rc.kind}: {msg[0]}" if msg else str(rc.get("exc_type") or rc.kind)
-    if len(what) > limit:
-        what = what[:limit].rsplit(" ", 1)[0] + " ..."
-    return f"crashed during {e.phase or 'startup'} ({what})"
+def ending_text(run: Run) -> str | None:
+    """How the run ended, with the root cause's first line whole (a renderer cuts it, with an ellipsis)."""
+    return run.ending.describe() if run.ending is not None else None
 
 
 def config_changes(a: Run, b: Run) -> tuple[ConfigChange, ...]:

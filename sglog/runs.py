@@ -215,7 +215,8 @@ class Ending:
     def describe(self) -> str:
         if self.status == "crashed":
             rc = self.root_cause
-            what = f"{rc.get('exc_type') or rc.kind}: {(rc.get('exc_message') or '').splitlines()[0][:120] if rc.get('exc_message') else ''}".rstrip(": ") if rc else "unknown cause"
+            # (the message's first line whole: data is never cut; a terminal renderer cuts with an ellipsis)
+            what = f"{rc.get('exc_type') or rc.kind}: {(rc.get('exc_message') or '').strip().splitlines()[0] if (rc.get('exc_message') or '').strip() else ''}".rstrip(": ") if rc else "unknown cause"
             return f"crashed during {self.phase or 'startup'} ({what})"
         if self.status == "serving":
             return "ready and serving"

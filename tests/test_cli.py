@@ -69,3 +69,42 @@ def test_runs_table_to_a_file(capsys, monkeypatch, tmp_path):
 def test_runs_parquet_needs_a_file(capsys, monkeypatch):
     code, out, err = sglog(capsys, monkeypatch, "runs", "-f", "parquet", str(OOM))
     assert code == 2 and out == "" and "needs -o FILE" in err
+
+
+# ------------------------------------------------------------------ crash messages: whole in data, cut with an ellipsis on a terminal
+
+CUT = "mem_fraction_static=0.7)"  # (the logged value is 0.76)
+
+
+def test_the_crash_message_is_whole_in_every_output(capsys, monkeypatch):
+    code, out, _ = sglog(capsys, monkeypatch, "runs", "-f", "json", str(OOM))
+    ending = json.loads(out)["runs"][0]["ending"]
+    assert ending["description"].endswith("mem_fraction_static=0.76)")
+    code, out, _ = sglog(capsys, monkeypatch, "diff", "-f", "json", str(OOM), str(FIXED))
+    assert "mem_fraction_static=0.76)" in json.dumps(json.loads(out)) and CUT not in out
+    code, out, _ = sglog(capsys, monkeypatch, "repro", str(OOM))
+    assert "mem_fraction_static=0.76)" in out and CUT not in out
+    monkeypatch.setenv("COLUMNS", "80")
+    for args in (["runs", str(OOM)], ["diff", str(OOM), str(FIXED)], ["diagnose", str(OOM)]):
+        code, out, _ = sglog(capsys, monkeypatch, *args)
+        flat = " ".join(out.split())
+        assert CUT not in flat.replace(" ", ""), args
+        assert "0.76" in flat, args
+
+
+def test_clip_cuts_at_a_space_with_an_ellipsis():
+    from sglog.render.text import clip
+
+    text = "RuntimeError: Not enough memory. Current value: mem_fraction_static=0.76"
+    for width in range(10, len(text) + 1):
+        cut = clip(text, width)
+        assert cut == text or (cut.endswith(" …") and text.startswith(cut[:-2]) and text[len(cut) - 2] == " "), width
+        assert len(cut) <= width or " " not in cut[:-2], width
+
+
+def test_text_helpers_doctests():
+    import doctest
+
+    from sglog.render import text
+
+    assert doctest.testmod(text).failed == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
 from sglog.findings import SEVERITY_RANK, Finding
@@ -158,12 +159,22 @@ def _ending(run) -> str:
         what = ""
         if rc is not None:
             msg = (rc.get("exc_message") or "").strip().splitlines()
-            what = f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0][:90]}" if msg else "")
+            what = f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0]}" if msg else "")  # (whole: the line wraps under its label)
         where = f" during {phase_words(e.phase)}" if e.phase and e.phase != "launch" else ""
         return f"crashed{where}" + (f" ({what})" if what else "")
     if e.status == "incomplete":
         return f"log ends during {phase_words(e.phase)}"
     return e.describe()
+
+
+def _labelled(rows: list[tuple[str, str]]) -> Table:
+    """``label  value`` lines whose values wrap under themselves, not back to column 0."""
+    grid = Table.grid(padding=(0, 2, 0, 0))
+    grid.add_column(width=11, no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(Text(label), Text(value))
+    return Padding(grid, (0, 0, 0, 2))
 
 
 def _indented(text: Text, left: int = 4) -> Padding:
@@ -216,19 +227,15 @@ def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None =
         mine = [f for f in findings if f.run == run.index]
         title = Text(f"Run {run.index}", style="bold")
         title.append(f"  {run.name}", style="bold")
-        lines = [title]
         model = run.model or "?"
         if run.model_class and run.model_class not in model:
             model += f" ({run.model_class})"
-        lines.append(Text(f"  model        {model}"))
-        bits = f"  version      {run.version or '?'}    parallelism {_parallelism(run.parallelism)}"
+        bits = f"{run.version or '?'}    parallelism {_parallelism(run.parallelism)}"
         spec = _spec(run.spec)
         if spec:
             bits += f"    speculative {spec}"
-        lines.append(Text(bits))
-        if run.ending is not None:
-            lines.append(Text(f"  ended        {_ending(run)}"))
-        con.print(Group(*lines))
+        rows = [("model", model), ("version", bits)] + ([("ended", _ending(run))] if run.ending is not None else [])
+        con.print(Group(title, _labelled(rows)))
         con.print()
         if not mine:
             con.print(Text("  no findings", style="green"))
