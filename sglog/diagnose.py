@@ -59,17 +59,21 @@ def diagnose_runs(runs, select: Iterable[str] | None = None, ignore: Iterable[st
 def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
     """Read the text of evidence lines the rules could not carry (batch-frame rows) from their files."""
     from sglog.errors import InputError
-    from sglog.inputs import open_source, read_lines
+    from sglog.inputs import open_source, opened, read_lines
 
     wanted: dict[str, set[int]] = {}
     for f in findings:
         for e in f.evidence:
-            if e.text is None and e.line is not None and e.file and e.file != "-":
+            if e.text is None and e.line is not None and e.file:
                 wanted.setdefault(e.file, set()).add(e.line)
     texts: dict[tuple[str, int], str] = {}
     for file, lines in wanted.items():
+        # (the Source the parse read: a pipe or stdin is not opened again, its reading kept a copy)
+        src = opened(file)
+        if src is None and file == "-":
+            continue
         try:
-            got = read_lines(open_source(file), lines)
+            got = read_lines(src or open_source(file), lines)
         except (InputError, OSError):
             continue
         for n, t in got.items():

@@ -13,13 +13,11 @@ import gzip
 import hashlib
 import io
 import os
-import shutil
+import stat
 import sys
-import tempfile
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from sglog.errors import InputError
@@ -31,72 +29,443 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BINARY_SIGNATURES = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff")
 
 
-@dataclass(slots=True)
-class Source:
-    name: str  # as the user wrote it ('-' for stdin)
-    path: Path  # a real file (stdin is spooled to a temporary file)
-    size: int
-    compression: str  # none | gzip | zstd
+class _Fd:
+    """One open file descriptor, closed when the last Source that holds it goes."""
 
-    def sha256(self) -> str:
-        h = hashlib.sha256()
-        with open(self.path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+    __slots__ = ("fd", "__weakref__")
 
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
 
-_spooled: list[Path] = []
-
-
-def remove_spooled() -> None:
-    """Delete the temporary copies of stdin made by this process."""
-    while _spooled:
+    def __del__(self) -> None:
         try:
-            _spooled.pop().unlink()
-        except OSError:
+            os.close(self.fd)
+        except (OSError, TypeError):
             pass
 
 
-def _spool_stdin() -> Path:
-    fd, name = tempfile.mkstemp(prefix="sglog-stdin-", suffix=".log")
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
-    _spooled.append(Path(name))
-    return Path(name)
+class _FileReader(io.RawIOBase):
+    """A reader of a regular file's descriptor at an offset of its own (``os.pread``): the
+    prefetch thread, the parse and the evidence lookup read one opened file, never the path again."""
+
+    def __init__(self, fd: _Fd, base: int = 0) -> None:
+        super().__init__()
+        self._fd = fd  # (kept alive while a reader is open)
+        self._base = base
+        self._pos = base
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            parts = []
+            while block := os.pread(self._fd.fd, 1 << 20, self._pos):
+                self._pos += len(block)
+                parts.append(block)
+            return b"".join(parts)
+        block = os.pread(self._fd.fd, n, self._pos)
+        self._pos += len(block)
+        return block
+
+    def readinto(self, b) -> int:
+        block = self.read(len(b))
+        b[: len(block)] = block
+        return len(block)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_SET:
+            self._pos = self._base + offset
+        elif whence == os.SEEK_CUR:
+            self._pos += offset
+        else:
+            self._pos = os.fstat(self._fd.fd).st_size + offset
+        return self._pos - self._base
+
+    def tell(self) -> int:
+        return self._pos - self._base
+
+    def close(self) -> None:  # (the descriptor belongs to the Source)
+        super().close()
+
+
+KEEP_BYTES = 256 << 20  # what a pipe's reading keeps for later stages (evidence text, a second read): its bytes compressed, so ~2-3 GB of log
+
+
+class _Stream:
+    """A pipe, FIFO or terminal (stdin, ``<(cat log)``): opened once and read once, as it comes.
+
+    Bytes the checks look at first (``peek``) are handed out again at the start of the reading.
+    While it is read, a copy is kept for the stages after the parse (the text of evidence lines,
+    a second read of the same name), compressed and bounded (``KEEP_BYTES``; a compressed input
+    is kept as it came), and its SHA-256 is summed.  Never spooled to a file.
+    """
+
+    def __init__(self, fd: _Fd, name: str) -> None:
+        self.fd = fd
+        self.name = name
+        self.head = b""  # read by peek, not yet handed out
+        self.read_bytes = 0
+        self.hash = hashlib.sha256()
+        self.kept: list[bytes] = []
+        self.kept_bytes = 0
+        self.whole = True  # the kept copy holds everything read so far
+        self.started = False  # the one reading has begun
+        self.done = False  # ... and reached the end
+        self.plain = True  # set by open_source: a plain stream is kept compressed here
+        self._pack = None
+
+    def _raw_read(self, n: int) -> bytes:
+        """Up to ``n`` bytes, fewer only at the end (a pipe hands out 64 KiB at a time)."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            try:
+                k = os.readv(self.fd.fd, [view[got:]])
+            except InterruptedError:
+                continue
+            if k == 0:
+                break
+            got += k
+        view.release()
+        del buf[got:]
+        return bytes(buf)
+
+    def peek(self, n: int) -> bytes:
+        if self.started:
+            raise RuntimeError("peek after the reading began")
+        if len(self.head) < n:
+            self.head += self._raw_read(n - len(self.head))
+        return self.head[:n]
+
+    def _keep(self, block: bytes) -> None:
+        self.hash.update(block)
+        self.read_bytes += len(block)
+        if not self.whole:
+            return
+        if self.plain:
+            if self._pack is None:
+                isal = _isal()
+                self._pack = (isal[1] if isal else zlib).compressobj(1)
+            block = self._pack.compress(block)
+        self.kept.append(block)
+        self.kept_bytes += len(block)
+        if self.kept_bytes > KEEP_BYTES:
+            self.whole = False  # (what is kept still serves the earlier lines' evidence)
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes of the one reading (teed into the kept copy)."""
+        self.started = True
+        if self.done:
+            return b""
+        if self.head:
+            block, self.head = self.head[:n], self.head[n:]
+            if len(block) < n:
+                block += self._raw_read(n - len(block))
+        else:
+            block = self._raw_read(n)
+        if block:
+            self._keep(block)
+        if len(block) < n:
+            self.finish()
+        return block
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self._pack is not None and self.whole:
+            tail = self._pack.flush()
+            self.kept.append(tail)
+            self.kept_bytes += len(tail)
+        self._pack = None
+
+    def drain(self) -> None:
+        """Read what is left (for the checksum of an input the reading stopped short of)."""
+        while not self.done:
+            self.take(1 << 20)
+
+    def kept_reader(self) -> io.RawIOBase:
+        """The bytes read so far, from the kept copy (decompressed when kept so)."""
+        if self.plain:
+            return _Unpack(self.kept)
+        return io.BytesIO(b"".join(self.kept))
+
+
+class _StreamReader(io.RawIOBase):
+    def __init__(self, stream: _Stream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            parts = []
+            while block := self.stream.take(1 << 20):
+                parts.append(block)
+            return b"".join(parts)
+        return self.stream.take(n) if n else b""
+
+    def readinto(self, b) -> int:
+        block = self.read(len(b))
+        b[: len(block)] = block
+        return len(block)
+
+
+class _Unpack(io.RawIOBase):
+    """A plain stream's kept copy, inflated as it is read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__()
+        isal = _isal()
+        self._z = (isal[1] if isal else zlib).decompressobj()
+        self._pieces = list(pieces)
+        self._out = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        n = (1 << 62) if n is None or n < 0 else n
+        parts, got = [self._out], len(self._out)
+        while got < n and (self._pieces or self._z.unconsumed_tail):
+            data = self._z.unconsumed_tail or self._pieces.pop(0)
+            out = self._z.decompress(data, min(n - got, 64 << 20))
+            parts.append(out)
+            got += len(out)
+        block = b"".join(parts)
+        self._out = block[n:]
+        return block[:n]
+
+    def readinto(self, b) -> int:
+        block = self.read(len(b))
+        b[: len(block)] = block
+        return len(block)
+
+
+class Source:
+    """One input, opened once (``open_source``): a regular file read at offsets of its own by
+    every stage, or a stream (pipe, FIFO, stdin) read once as it comes (see ``_Stream``)."""
+
+    __slots__ = ("name", "path", "compression", "_fd", "_base", "_size", "stream", "_stat")
+
+    def __init__(self, name: str, path: Path, fd: _Fd, compression: str = "none", *, stream: bool = False, base: int = 0, size: int = 0) -> None:
+        self.name = name  # as the user wrote it ('-' for stdin)
+        self.path = path
+        self.compression = compression  # none | gzip | zstd
+        self._fd = fd
+        self._base = base
+        self._size = size
+        self.stream = _Stream(fd, name) if stream else None
+        self._stat: tuple | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk; for a stream, the bytes read so far."""
+        return self.stream.read_bytes + len(self.stream.head) if self.stream else self._size
+
+    @property
+    def seekable(self) -> bool:
+        return self.stream is None
+
+    def __repr__(self) -> str:
+        return f"Source(name={self.name!r}, compression={self.compression!r}, stream={self.stream is not None})"
+
+    def __reduce__(self):  # (parse_files hands regular files to other processes, which open them anew)
+        if self.stream is not None:
+            raise TypeError(f"{self.name}: a pipe cannot be handed to another process")
+        return (open_source, (self.name,))
+
+    def peek(self, n: int) -> bytes:
+        """The first ``n`` raw bytes, without using up a stream."""
+        if self.stream is not None:
+            return self.stream.peek(n)
+        return os.pread(self._fd.fd, n, self._base)
+
+    def raw(self, partial: bool = False) -> io.RawIOBase:
+        """A reader of the raw (maybe compressed) bytes from the start: a regular file's own
+        offset; a stream's one reading, then its kept copy."""
+        if self.stream is None:
+            return _FileReader(self._fd, self._base)
+        s = self.stream
+        if not s.started:
+            return _StreamReader(s)
+        if s.done and s.whole or partial:
+            return s.kept_reader()
+        raise InputError(f"{quote(self.name)}: a pipe can be read only once, and this one was too long to keep a copy of (over {KEEP_BYTES >> 20} MiB compressed)")
+
+    def sha256(self) -> str:
+        if self.stream is not None:
+            self.stream.drain()
+            return self.stream.hash.hexdigest()
+        h = hashlib.sha256()
+        f = self.raw()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+        return h.hexdigest()
+
+
+def quote(name: str) -> str:
+    """A file name as messages show it: as typed when it is plain, else quoted like ``repr`` (a
+    newline or an escape sequence in a name can neither break a line nor reach the terminal)."""
+    if name and name.isprintable() and not any(c in name for c in "'\"\\ ") and name.isascii():
+        return name
+    return repr(name)
+
+
+_sources: dict[str, Source] = {}  # name -> the Source opened for it (one opening per input and process)
+
+
+def remove_spooled() -> None:
+    """Let go of the inputs this process opened (their descriptors close).  (Nothing is spooled:
+    stdin is streamed.)"""
+    _sources.clear()
+    _prefetches.clear()
+
+
+close_sources = remove_spooled
+
+
+def opened(name: str) -> Source | None:
+    """The Source this process opened for ``name``, if any (a stream is never opened twice)."""
+    return _sources.get(name)
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def open_source(name: str) -> Source:
-    """Check a path (or '-') and return a Source; raise InputError with one line."""
+    """Open a path (or '-') once and return its Source; raise InputError with one line.
+
+    The same name again in this process gets the same Source (a stream cannot be opened twice;
+    a regular file is opened anew only if it changed on disk)."""
+    known = _sources.get(name)
+    if known is not None:
+        if known.stream is not None:
+            return known
+        try:
+            if _identity(os.stat(name)) == known._stat:
+                return known
+        except OSError:
+            pass
+    src = _open(name)
+    _sources[name] = src
+    return src
+
+
+def _open(name: str) -> Source:
+    shown = quote(name)
     if name == "-":
-        path = _spool_stdin()
+        try:
+            fd = os.dup(0)
+        except OSError:
+            raise InputError("stdin is closed") from None
+        path = Path("/dev/stdin")
     else:
         path = Path(name)
-        if not path.exists():
-            raise InputError(f"{name}: no such file")
+        if not os.path.lexists(path):
+            raise InputError(f"{shown}: no such file")
         if path.is_dir():
-            raise InputError(f"{name}: is a directory, not a log file")
+            raise InputError(f"{shown}: is a directory, not a log file")
         if not os.access(path, os.R_OK):
-            raise InputError(f"{name}: permission denied")
+            raise InputError(f"{shown}: permission denied")
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise InputError(f"{shown}: no such file") from None
+        except OSError as e:
+            raise InputError(f"{shown}: cannot read ({e.strerror or e})") from None
+    holder = _Fd(fd)
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{shown}: is a directory, not a log file")
+        if stat.S_ISREG(st.st_mode):
+            base = os.lseek(fd, 0, os.SEEK_CUR) if name == "-" else 0  # (stdin from a file: where it stands)
+            src = Source(name, path, holder, base=base, size=max(st.st_size - base, 0))
+            src._stat = _identity(st)
+        else:
+            src = Source(name, path, holder, stream=True)
+        magic = src.peek(4)
     except OSError as e:
-        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
-    compression = "gzip" if magic[:2] == _GZIP_MAGIC else "zstd" if magic == _ZSTD_MAGIC else "none"
-    src = Source(name=name, path=path, size=path.stat().st_size, compression=compression)
+        raise InputError(f"{shown}: cannot read ({e.strerror or e})") from None
+    src.compression = "gzip" if magic[:2] == _GZIP_MAGIC else "zstd" if magic == _ZSTD_MAGIC else "none"
+    if src.stream is not None:
+        src.stream.plain = src.compression == "none"
     _check_text(src)
     return src
 
 
-def _open_binary(src: Source) -> io.BufferedIOBase:
+def _open_binary(src: Source, partial: bool = False) -> io.BufferedIOBase:
+    raw = src.raw(partial)
     if src.compression == "gzip":
-        return _gzip_open(src.path)
+        return _gzip_open(raw)
     if src.compression == "zstd":
+        return _ZstdReader(raw, src.name)
+    return raw
+
+
+class _ZstdReader(io.RawIOBase):
+    """zstd frames, one after another, inflated a little at a time (a small block of input can
+    inflate to hundreds of MB); an input that ends inside a frame is an error (the zstandard
+    module's stream reader reports such an input as complete)."""
+
+    PIECE = 16 << 10
+
+    def __init__(self, raw, name: str) -> None:
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(open(src.path, "rb"), closefd=True)
-    return open(src.path, "rb")
+        super().__init__()
+        self._zstd = zstandard
+        self._raw = raw
+        self._name = name
+        self._z = zstandard.ZstdDecompressor().decompressobj()
+        self._fed = False  # input given to the current frame
+        self._out = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _more(self) -> bytes:
+        if self._z.eof:
+            rest = self._z.unused_data
+            self._z = self._zstd.ZstdDecompressor().decompressobj()
+            self._fed = False
+            if rest:
+                self._fed = True
+                return self._z.decompress(rest)
+        data = self._raw.read(self.PIECE)
+        if not data:
+            self._eof = True
+            if self._fed and not self._z.eof:
+                raise EOFError("the input ends inside a zstd frame")
+            return b""
+        self._fed = True
+        return self._z.decompress(data)
+
+    def read(self, n: int = -1) -> bytes:
+        n = (1 << 62) if n is None or n < 0 else n
+        parts, got = [self._out], len(self._out)
+        while got < n and not self._eof:
+            out = self._more()
+            parts.append(out)
+            got += len(out)
+        block = b"".join(parts)
+        self._out = block[n:]
+        return block[:n]
+
+    def readinto(self, b) -> int:
+        block = self.read(len(b))
+        b[: len(block)] = block
+        return len(block)
 
 
 def _isal():
@@ -110,9 +479,9 @@ def _isal():
     return igzip, isal_zlib
 
 
-def _gzip_open(path: Path) -> io.BufferedIOBase:
+def _gzip_open(raw) -> io.BufferedIOBase:
     isal = _isal()
-    return isal[0].open(path, "rb") if isal else gzip.open(path, "rb")
+    return isal[0].open(raw, "rb") if isal else gzip.GzipFile(fileobj=raw, mode="rb")
 
 
 def _decompress_errors() -> tuple[type[BaseException], ...]:
@@ -122,28 +491,41 @@ def _decompress_errors() -> tuple[type[BaseException], ...]:
 
 
 def _check_text(src: Source) -> None:
+    """Refuse a binary file, from its first bytes (peeked: a stream is not used up)."""
+    raw = src.peek(HEAD_BYTES)
     try:
-        with _open_binary(src) as f:
-            head = f.read(8192)
-    except _decompress_errors() as e:
-        raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
+        if src.compression == "gzip":
+            head = zlib.decompressobj(31).decompress(raw, 8192)
+        elif src.compression == "zstd":
+            import zstandard
+
+            head = zstandard.ZstdDecompressor().decompressobj().decompress(raw[: 16 << 10])[:8192]
+        else:
+            head = raw[:8192]
+    except zlib.error as e:
+        raise InputError(f"{quote(src.name)}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except Exception as e:  # zstandard.ZstdError and friends
-        raise InputError(f"{src.name}: cannot decompress ({_short(e)})") from None
+        raise InputError(f"{quote(src.name)}: cannot decompress ({_short(e)})") from None
     if head.startswith(_BINARY_SIGNATURES) or b"\x00" in head[:4096]:
-        raise InputError(f"{src.name}: looks like a binary file, not a text log")
+        raise InputError(f"{quote(src.name)}: looks like a binary file, not a text log")
     if head:
         controls = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
         if controls > len(head) * 0.1:
-            raise InputError(f"{src.name}: looks like a binary file, not a text log")
+            raise InputError(f"{quote(src.name)}: looks like a binary file, not a text log")
+
+
+HEAD_BYTES = 64 << 10
 
 
 def _short(e: BaseException) -> str:
     return str(e).splitlines()[0][:120] if str(e) else type(e).__name__
 
 
-def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
-    """Decoded text in chunks that end with '\\n' (except possibly the last)."""
-    for block in iter_byte_chunks(src, chunk_bytes):
+def iter_text_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, partial: bool = False) -> Iterator[str]:
+    """Decoded text in chunks that end with '\\n' (except possibly the last).  ``partial``: a
+    stream's kept copy even when it could not keep all of it."""
+    for head, block, end in iter_raw_chunks(src, chunk_bytes, partial=partial):
+        block = head + block[:end] if head or end < len(block) else block
         yield block.decode("utf-8", errors="replace")
 
 
@@ -177,7 +559,7 @@ def tune_malloc() -> None:
         pass
 
 
-def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None, ramp: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
+def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: int | None = None, ramp: bool = False, partial: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
     """``(head, block, end)``: the chunks of ``iter_byte_chunks`` as ``head + block[:end]``, without
     joining them (a copy of the whole chunk, tens of MB, each time).
 
@@ -193,8 +575,8 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
     carry = b""
     sizes = [first_bytes or chunk_bytes] + ([max(1, chunk_bytes // 4), max(1, chunk_bytes // 2)] if ramp else [])
     try:
-        with _open_binary(src) as f:
-            seekable = src.compression == "none" and f.seekable()
+        with _open_binary(src, partial) as f:
+            seekable = src.compression == "none" and src.seekable
             while True:
                 block = f.read(sizes.pop(0) if sizes else chunk_bytes)
                 if not block:
@@ -215,12 +597,12 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
                 del block, head
                 yield item.pop()  # (this frame keeps no reference to the block while suspended)
     except _decompress_errors() as e:
-        raise InputError(f"{src.name}: corrupt or truncated {src.compression} file ({_short(e)})") from None
+        raise InputError(f"{quote(src.name)}: corrupt or truncated {src.compression} file ({_short(e)})") from None
     except InputError:
         raise
     except Exception as e:
         if type(e).__module__.startswith("zstandard"):
-            raise InputError(f"{src.name}: corrupt or truncated zstd file ({_short(e)})") from None
+            raise InputError(f"{quote(src.name)}: corrupt or truncated zstd file ({_short(e)})") from None
         raise
     if carry:
         yield b"", carry, len(carry)
@@ -249,7 +631,7 @@ def read_plan(src: Source, chunk_bytes: int, workers: int) -> tuple[int, int | N
     """(block size, first block size, ramp) for ``iter_raw_chunks``, as the parse reads ``src``:
     a plain file in blocks of the same size (``even_blocks``), compressed input ramping up."""
     first = min(chunk_bytes, FIRST_CHUNK_BYTES)
-    if src.compression != "none":
+    if src.compression != "none" or not src.seekable:
         return chunk_bytes, first, True
     return even_blocks(src.size - first, chunk_bytes, workers), first, False
 
@@ -327,7 +709,11 @@ def prefetched(src: Source, chunk_bytes: int, workers: int) -> Iterator[tuple[by
     """``iter_raw_chunks(src, *read_plan(...))`` continuing a ``prefetch`` of the same input and
     plan (None if there is none)."""
     p = _prefetches.pop(src.name, None)
-    if p is None or p.key != (str(src.path), src.size, read_plan(src, chunk_bytes, workers)):
+    if p is None:
+        return None
+    if src.stream is not None:  # (a stream has one reading: its chunks, whatever their sizes)
+        return iter(p)
+    if p.key != (str(src.path), src.size, read_plan(src, chunk_bytes, workers)):
         return None
     return iter(p)
 
@@ -339,19 +725,23 @@ def planned_chunks(src: Source, chunk_bytes: int, workers: int) -> Iterator[tupl
 
 
 def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:
-    """Fetch the raw text of some physical lines (1-based), e.g. for evidence."""
+    """Fetch the raw text of some physical lines (1-based), e.g. for evidence: from the opened
+    file, or from what a stream's reading kept (the lines it holds, when it could not keep all)."""
     want = set(numbers)
     out: dict[int, str] = {}
     if not want:
         return out
     last = max(want)
     n = 0
-    for chunk in iter_text_chunks(src):
-        for line in chunk.split("\n"):
-            n += 1
-            if n in want:
-                out[n] = line.rstrip("\r")
-            if n >= last:
-                return out
-        n -= 1  # the chunk ended with '\n': the empty tail is not a line
+    try:
+        for chunk in iter_text_chunks(src, partial=True):
+            for line in chunk.split("\n"):
+                n += 1
+                if n in want:
+                    out[n] = line.rstrip("\r")
+                if n >= last:
+                    return out
+            n -= 1  # the chunk ended with '\n': the empty tail is not a line
+    except InputError:
+        pass  # (a stream's kept copy cut short: the lines before the cut)
     return out

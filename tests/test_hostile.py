@@ -219,10 +219,9 @@ def test_not_an_sglang_log(tmp_path):
     )
     app = tmp_path / "app.log"
     app.write_text("2026-02-23T10:00:00Z level=info msg=\"listening\" addr=:8080\n" * 30)
-    for p in (vllm, app):
+    for p, needle in ((vllm, "looks like a vLLM log, not SGLang's"), (app, "none of its 30 non-blank lines is recognised")):
         r = run("diagnose", str(p))
-        assert_clean_error(r, 2, "does not look like an SGLang log")
-        assert "coverage" in r.stderr.decode()
+        assert_clean_error(r, 2, needle)
 
 
 def test_interleaved_64_ranks(tmp_path):
@@ -313,3 +312,128 @@ def test_stdin_copy_is_removed_and_output_complete(tmp_path):
     assert not [f for f in tmp.iterdir() if f.name.startswith("sglog-stdin-")]  # (grammar caches may be written there)
     p = run("diagnose", "-q", str(FIXTURES / "logs" / "story" / "eagle3-oom-auto.log"))
     assert p.returncode == 1 and "draft-model-exceeds-static-pool" in p.stdout.decode()
+
+
+# ------------------------------------------------------------ the input layer: opened once, streamed, never silent
+
+STORY = FIXTURES / "logs" / "story" / "eagle3-oom-auto.log"
+
+
+def _line_count(path: Path) -> int:
+    data = path.read_bytes()
+    return data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+
+
+def test_a_pipe_loses_no_line():
+    """``<(cat log)`` is a pipe named /dev/fd/N: read once, every line counted, the same findings."""
+    want = _line_count(STORY)
+    p = subprocess.run(["bash", "-c", f"{' '.join(SGLOG)} events --stats --format json <(cat {STORY})"], capture_output=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["files"][0]["lines"] == want
+    a = subprocess.run(["bash", "-c", f"{' '.join(SGLOG)} diagnose --format json <(cat {STORY})"], capture_output=True, timeout=120)
+    b = run("diagnose", "--format", "json", str(STORY))
+    fa, fb = json.loads(a.stdout)["findings"], json.loads(b.stdout)["findings"]
+    assert [(f["code"], [(e["line"], e["text"]) for e in f["evidence"]]) for f in fa] == [(f["code"], [(e["line"], e["text"]) for e in f["evidence"]]) for f in fb]
+
+
+def test_a_fifo_written_at_once_is_read_whole(tmp_path):
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["bash", "-c", f"cat {STORY} > {fifo}"])
+    try:
+        p = run("events", "--stats", "--format", "json", str(fifo))
+    finally:
+        writer.wait(timeout=30)
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["files"][0]["lines"] == _line_count(STORY)
+
+
+def test_each_input_is_opened_once(tmp_path):
+    """diagnose opens its log once: the read-ahead, the parse and the evidence text share the descriptor."""
+    code = (
+        "import os, sys\n"
+        "opens = []\n"
+        "real = os.open\n"
+        "def counting(path, *a, **k):\n"
+        "    if str(path).endswith('eagle3-oom-auto.log'): opens.append(path)\n"
+        "    return real(path, *a, **k)\n"
+        "os.open = counting\n"
+        "from sglog.cli import main\n"
+        f"sys.argv = ['sglog', 'diagnose', '--format', 'json', {str(STORY)!r}]\n"
+        "try:\n    main()\n"
+        "finally:\n    sys.stderr.write(f'OPENS={len(opens)}\\n')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stderr.decode()
+    assert "OPENS=1" in r.stderr.decode()
+    assert all(e["text"] for f in json.loads(r.stdout)["findings"] for e in f["evidence"] if e["line"])
+
+
+def test_truncated_zstd_is_an_error(tmp_path):
+    import zstandard
+
+    data = STORY.read_bytes() * 20
+    whole = zstandard.ZstdCompressor().compress(data)
+    for cut in (len(whole) // 2, len(whole) - 3):
+        p = tmp_path / f"cut{cut}.log.zst"
+        p.write_bytes(whole[:cut])
+        assert_clean_error(run("events", "--stats", str(p)), 2, "truncated zstd")
+        assert_clean_error(run("diagnose", str(p)), 2, "truncated zstd")
+    two = tmp_path / "two-frames.log.zst"  # (concatenated frames, as pzstd writes them, are one log)
+    two.write_bytes(whole + zstandard.ZstdCompressor().compress(data))
+    assert stats(two)["lines"] == 2 * data.count(b"\n")
+
+
+def test_truncated_gzip_through_a_pipe_is_an_error():
+    good = gzip.compress(STORY.read_bytes() * 20)
+    p = run("events", "--stats", "-", stdin=good[: len(good) // 2])
+    assert_clean_error(p, 2, "truncated gzip")
+
+
+def test_stdin_is_streamed_not_spooled(tmp_path):
+    """stdin is read as it comes: no copy in the temporary folder (an unwritable one does not matter)."""
+    tmp = tmp_path / "ro"
+    tmp.mkdir()
+    tmp.chmod(0o500)
+    try:
+        p = run("diagnose", "--format", "json", "-", stdin=STORY.read_bytes(), env={"TMPDIR": str(tmp)})
+        assert p.returncode == 1, p.stderr.decode()
+        doc = json.loads(p.stdout)
+        assert doc["coverage"]["lines"] == _line_count(STORY)
+        assert all(e["text"] for f in doc["findings"] for e in f["evidence"] if e["line"])  # (from the kept copy)
+        assert not any(tmp.iterdir())
+    finally:
+        tmp.chmod(0o700)
+
+
+def test_a_stream_keeps_a_bounded_copy(monkeypatch):
+    """What a stream's reading keeps for later stages is bounded; past the bound the earlier lines
+    are still served and a second reading is refused in one line."""
+    from sglog import inputs
+    from sglog.errors import InputError
+
+    r, w = os.pipe()
+    data = b"".join(f"line {i} {os.urandom(8).hex()}\n".encode() for i in range(20000))
+    pid = os.fork()
+    if pid == 0:  # (the writer)
+        os.close(r)
+        os.write(w, data) if len(data) < 65536 else [os.write(w, data[i : i + 4096]) for i in range(0, len(data), 4096)]
+        os._exit(0)
+    os.close(w)
+    monkeypatch.setattr(inputs, "KEEP_BYTES", 64 << 10)
+    name = f"/dev/fd/{r}"
+    try:
+        src = inputs.open_source(name)
+        assert src.stream is not None
+        got = b"".join(inputs.iter_byte_chunks(src, 16 << 10))
+        assert got == data
+        assert inputs.read_lines(src, {1, 2}) == {1: data.split(b"\n")[0].decode(), 2: data.split(b"\n")[1].decode()}
+        with pytest.raises(InputError, match="read only once"):
+            list(inputs.iter_byte_chunks(src))
+        import hashlib
+
+        assert src.sha256() == hashlib.sha256(data).hexdigest()
+    finally:
+        os.waitpid(pid, 0)
+        inputs._sources.pop(name, None)
+        os.close(r)
