@@ -22,6 +22,7 @@ import bisect
 import functools
 import itertools
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from sglog import blocks, fastpath, grammar, messages
-from sglog.events import RANK_AXES, Event, Rank, make
+from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.envelope import Unwrapper
 from sglog.records import Folder, Record
@@ -79,8 +80,21 @@ class ParsedLog:
             "blank": self.blank,
             "unparsed": self.unparsed,
             "coverage": self.coverage,
+            "sources": self.sources(),
+            "unparsed_templates": unparsed_templates(e for e in self.events if e.kind == "unparsed"),
             "kinds": dict(sorted(self.kinds.items())),
         }
+
+    def sources(self) -> dict[str, int]:
+        """Lines by what named them: SGLang's grammar rules, the message catalogue, record-layer
+        blocks (tracebacks, thread dumps), other programs' shapes; blank and unparsed lines."""
+        out = dict.fromkeys(SOURCES, 0)
+        for e in self.events:
+            out[source_of(e.kind)] += e.end_line - e.line + 1
+        out[source_of("decode_batch")] += self.batches.height
+        out[source_of("http_access")] += self.access.height
+        return out
+
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         """Every event as a dict, in line order (slow-path events and frame rows merged)."""
@@ -95,6 +109,50 @@ class ParsedLog:
                 i += 1
             yield ev.to_dict()
         yield from rows[i:]
+
+
+SOURCES = ("grammar", "catalogue", "blocks", "third_party", "blank", "unparsed")
+
+
+@functools.cache
+def source_of(kind: str) -> str:
+    """Which of ``SOURCES`` an event kind's lines count under (the event class's ``SOURCE``)."""
+    if kind in ("blank", "unparsed"):
+        return kind
+    if kind == "sglang_message":
+        return "catalogue"
+    source = getattr(KIND_CLASSES.get(kind), "SOURCE", "sglang")
+    return {"sglang": "grammar", "block": "blocks"}.get(source, "third_party")
+
+
+_MASKS = (
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (re.compile(r"'[^']*'|\"[^\"]*\""), "<str>"),
+    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
+    (re.compile(r"\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"), "<n>"),
+    (re.compile(r"\s+"), " "),
+)
+TEMPLATES_SHOWN = 10
+
+
+def unparsed_templates(events, shown: int = TEMPLATES_SHOWN) -> list[dict[str, Any]]:
+    """The unparsed lines grouped by shape (numbers, hex, quoted strings and paths masked), the
+    most frequent first: what sglog does not know in a log, at a glance."""
+    groups: dict[str, list[Any]] = {}
+    for e in events:
+        text = str(e.fields.get("message") or e.text).split("\n", 1)[0]
+        key = text
+        for rx, repl in _MASKS:
+            key = rx.sub(repl, key)
+        key = key.strip()[:160]
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [1, e.end_line - e.line + 1, e.line, text[:300]]
+        else:
+            g[0] += 1
+            g[1] += e.end_line - e.line + 1
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[1][2]))
+    return [{"template": k, "count": g[0], "lines": g[1], "first_line": g[2], "example": g[3]} for k, g in ranked[:shown]]
 
 
 # ---------------------------------------------------------------- one record
@@ -313,6 +371,8 @@ def parse_source(
                     outer.pop(n, None)
                 if parts:
                     ev.fields.update((k, v) for k, v in parts.items() if k not in ev.fields)
+                    if ev.rank is None and isinstance(parts.get("gpu"), int):  # 0.2.x's `[gpu=N] `: the TP rank
+                        ev.rank = rp.rank(f"TP{parts['gpu']}")
             if ev.kind in fastpath.HOT_KINDS:
                 hot.append(ev)
                 continue

@@ -7,21 +7,38 @@ from typing import Any
 from rich.table import Table
 
 
-def stats_table(doc: dict[str, Any]) -> Table:
+def stats_table(doc: dict[str, Any]):
+    """Line accounting per file (what named each line), then each file's unparsed lines grouped
+    by shape: what sglog does not know, with a count and one example each."""
+    from rich.console import Group
+
     t = Table(title="sglog: line accounting", show_lines=False)
-    for col, just in (("file", "left"), ("lines", "right"), ("blank", "right"), ("unparsed", "right"), ("coverage", "right"), ("top kinds", "left")):
-        t.add_column(col, justify=just)
+    # (header, key): lines named by the grammar's rules, the catalogue, record-layer blocks, other programs' shapes
+    cols = (("lines", "lines"), ("rules", "grammar"), ("catalog", "catalogue"), ("blocks", "blocks"), ("other", "third_party"), ("blank", "blank"), ("unparsed", "unparsed"))
+    t.add_column("file", justify="left", overflow="fold", ratio=1)
+    for head, _ in cols:
+        t.add_column(head, justify="right", no_wrap=True)
+    t.add_column("cov", justify="right", no_wrap=True)
+    t.caption = "rules: SGLang's grammar rules; catalog: SGLang messages from its source; blocks: tracebacks, dumps; other: other programs' shapes"
+    parts: list[Any] = [t]
     for f in doc["files"]:
-        kinds = sorted(f["kinds"].items(), key=lambda kv: -kv[1])[:4]
+        src = f.get("sources") or {}
         t.add_row(
             f["path"],
-            str(f["lines"]),
-            str(f["blank"]),
-            str(f["unparsed"]),
+            *(str(f["lines"] if key == "lines" else src.get(key, f.get(key, 0))) for _, key in cols),
             f"{f['coverage']:.3f}",
-            ", ".join(f"{k} {v}" for k, v in kinds),
         )
-    return t
+    for f in doc["files"]:
+        groups = f.get("unparsed_templates") or []
+        if not groups:
+            continue
+        u = Table(title=f"unparsed lines of {f['path']}, by shape", show_lines=False)
+        for col, just in (("lines", "right"), ("first", "right"), ("shape", "left"), ("example", "left")):
+            u.add_column(col, justify=just, overflow="fold")
+        for g in groups:
+            u.add_row(str(g["lines"]), str(g["first_line"]), g["template"], g["example"])
+        parts.append(u)
+    return Group(*parts)
 
 
 def events_table(rows: list[dict[str, Any]], limit: int = 2000) -> Table:
