@@ -108,3 +108,41 @@ def test_text_helpers_doctests():
     from sglog.render import text
 
     assert doctest.testmod(text).failed == 0
+
+
+# ------------------------------------------------------------------ help screens
+
+COMMANDS = ("diagnose", "explain", "diff", "report", "repro", "events", "runs", "timeline", "rules")
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_help_screens_read_as_usage_lines_do(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    width = min(int(columns), 100)  # (help screens are at most 100 columns wide)
+    for args in ([], ["--help"], *([c, "--help"] for c in COMMANDS)):
+        code, out, err = sglog(capsys, monkeypatch, *args)
+        assert code == 0 and err == "" and out.startswith("Usage: sglog"), args
+        for bad in ("{", "<str>", "<int>", "<float", "<path>", "<rich", "<table", "x>=", "..."[:0] + "…"):
+            assert bad not in out, (args, bad)
+        assert max(map(len, out.splitlines())) <= width, args
+        if args and args[0] in COMMANDS:
+            assert "Examples:\n\n    sglog " + args[0] in out, args
+    _, out, _ = sglog(capsys, monkeypatch, "diff", "--help")
+    assert out.startswith("Usage: sglog diff [OPTIONS] RUN_A RUN_B\n")
+    _, out, _ = sglog(capsys, monkeypatch, "diagnose", "-h")
+    assert out.startswith("Usage: sglog diagnose [OPTIONS] LOG...\n") and "--fail-on SEVERITY" in out
+    _, out, _ = sglog(capsys, monkeypatch, "runs", "--help")
+    assert "table, json (one document), jsonl (a run per line), csv or parquet" in " ".join(out.split())
+
+
+def test_version(capsys, monkeypatch):
+    from sglog import __version__
+
+    for flag in ("--version", "-V"):
+        assert sglog(capsys, monkeypatch, flag) == (0, f"sglog {__version__}\n", "")
+
+
+def test_usage_errors_are_one_line_and_exit_2(capsys, monkeypatch):
+    for args, words in ((["diagnose"], "Missing argument 'LOG...'"), (["diagnose", "--nope", str(OOM)], "No such option: --nope"), (["diagnos"], "No such command 'diagnos'"), (["diagnose", "-f", "xml", str(OOM)], "xml")):
+        code, out, err = sglog(capsys, monkeypatch, *args)
+        assert code == 2 and out == "" and err.startswith("sglog: error: ") and words in err and err.count("\n") == 1, (args, err)

@@ -22,29 +22,6 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
-def preload(*modules: str, after=None) -> None:
-    """Import ``modules`` in a background thread while this one reads the logs: the 1M-line
-    diagnosis goes on with the runs and rules and ends by rendering with rich, whose imports
-    (~0.1 s and ~40 ms) would otherwise come before or after the reading on one core (#7).  Only
-    modules the reading never imports (tests/test_startup.py), so neither thread waits on a
-    module the other is importing; a failed import is left for the command's own import to
-    report.  ``after``: an event to wait for first (``parse.under_way``: the start
-    of the reading is Python on one core, which the imports would slow)."""
-    import importlib
-    import threading
-
-    def load() -> None:
-        if after is not None:
-            after.wait()
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                return
-
-    threading.Thread(target=load, name="sglog-preload", daemon=True).start()
-
-
 def read_ahead(logs: list[str]) -> None:
     """Start reading the first input's first blocks while the command imports polars and the
     parser (``inputs.prefetch``: the other core reads and decompresses meanwhile, #7)."""

@@ -12,15 +12,6 @@ import typer
 from sglog.cli import app
 
 
-# render_rich's third-party imports, loaded while the logs are read (see _common.preload;
-# tests/test_startup.py checks that the reading imports none of what they import)
-RENDER_IMPORTS = ("rich.console", "rich.padding", "rich.text")
-# the stages after the reading (runs, rules, findings: ~60-100 ms of imports on one core), loaded
-# while the logs are read instead of before (tests/test_startup.py: the reading imports none of
-# what they import either)
-STAGE_IMPORTS = ("sglog.runs", "sglog.rules", "sglog.diagnose")
-
-
 class DiagnoseFormat(str, Enum):
     rich = "rich"
     json = "json"
@@ -53,24 +44,31 @@ def term_width(default: int = 120) -> int:
         return default
 
 
-@app.command()
+@app.command(
+    short_help="Findings with evidence lines and a computed launch-command fix.",
+    example="""
+sglog diagnose server.log
+sglog diagnose node0.log node1.log --fail-on warning
+sglog diagnose -f json server.log.gz | jq '.findings[].code'
+""",
+)
 def diagnose(
-    logs: Annotated[list[str], typer.Argument(help="Log files (.log, .gz, .zst) or - for stdin; files of one launch merge into one run.")],
-    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", help="rich (terminal) or json.")] = DiagnoseFormat.rich,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
-    select: Annotated[Optional[list[str]], typer.Option("--select", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst) or - for stdin; files of one launch merge into one run.")],
+    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal) or json.")] = DiagnoseFormat.rich,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info.")] = FailOn.error,
+    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No summary line on stderr.")] = False,
 ) -> None:
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
     import json
 
-    from sglog.commands._common import preload, read_ahead
+    from sglog.commands._common import read_ahead
 
     read_ahead(logs)
 
     from sglog.errors import NotSGLangLog, UsageError
-    from sglog.parse import parse_file, under_way
+    from sglog.parse import parse_file
 
     if select or ignore:  # check selectors before parsing anything (the read-ahead above is best effort)
         from sglog.rules import choose
@@ -79,7 +77,6 @@ def diagnose(
             choose(select, ignore)
         except KeyError as e:
             raise UsageError(e.args[0]) from None
-    preload(*STAGE_IMPORTS, *(RENDER_IMPORTS if fmt == DiagnoseFormat.rich else ()), after=under_way)
     parsed = [parse_file(p) for p in logs]
     from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
     from sglog.runs import build_runs
@@ -107,9 +104,15 @@ def diagnose(
     raise SystemExit(exit_code(findings, fail_on.value))
 
 
-@app.command()
+@app.command(
+    short_help="A rule's documentation: what it finds, why, evidence, fix.",
+    example="""
+sglog explain SGL101
+sglog explain draft-model-exceeds-static-pool
+""",
+)
 def explain(
-    rule: Annotated[str, typer.Argument(help="A rule's name (draft-model-exceeds-static-pool) or code (SGL101).")],
+    rule: Annotated[str, typer.Argument(metavar="RULE", help="A rule's name (draft-model-exceeds-static-pool) or code (SGL101).")],
 ) -> None:
     """Print a rule's documentation: what it finds, why it matters, evidence, fix, fix safety, example."""
     from sglog.errors import UsageError

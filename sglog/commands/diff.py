@@ -11,12 +11,19 @@ from sglog.cli import app
 from sglog.commands._common import ReportFormat, stdout_console, write_text
 
 
-@app.command()
+@app.command(
+    short_help="What changed between two runs, and whether it helped.",
+    example="""
+sglog diff before.log after.log
+sglog diff server.log#1 server.log#2
+sglog diff -f markdown before.log after.log -o diff.md
+""",
+)
 def diff(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A log file, or FILE#N for its Nth run (as `sglog runs` numbers them).")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with A: FILE or FILE#N (may be the same file).")],
-    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="rich (terminal), json (stable, schema_version 1) or markdown.")] = ReportFormat.rich,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json (stable, schema_version 1) or markdown.")] = ReportFormat.rich,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """What changed between two runs (flags, startup, memory, serving, findings) and whether it helped.
 

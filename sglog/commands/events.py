@@ -11,15 +11,22 @@ from sglog.cli import app
 from sglog.commands._common import TableFormat, stdout_console, write_frame, write_text
 
 
-@app.command()
+@app.command(
+    short_help="Every event of the logs as typed data, or line coverage.",
+    example="""
+sglog events server.log -k decode_batch -f csv -o decode.csv
+sglog events server.log -f jsonl | jq -c 'select(.kind == "prefill_batch")'
+sglog events --stats server.log
+""",
+)
 def events(
-    logs: Annotated[list[str], typer.Argument(help="Log files (.log, .gz, .zst) or - for stdin.")],
-    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", help="Only events of this kind (repeatable).")] = None,
-    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="Output format.")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst) or - for stdin.")],
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", metavar="KIND", help="Only events of this kind (repeatable).")] = None,
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, jsonl, csv, parquet (-o FILE) or json.")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-file line accounting and coverage instead of events.")] = False,
 ) -> None:
-    """Read logs into typed events."""
+    """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
 
     from sglog.commands._common import read_ahead

@@ -13,13 +13,20 @@ import typer
 from sglog.cli import app
 
 
-@app.command()
+@app.command(
+    short_help="A Markdown post-mortem with charts and an HTML page.",
+    example="""
+sglog report server.log
+sglog report after.log --compare before.log -o reports/after
+sglog report server.log --no-images
+""",
+)
 def report(
-    logs: Annotated[list[str], typer.Argument(help="Log file(s) of one launch (one per node); .log, .gz, .zst.")],
-    compare: Annotated[Optional[str], typer.Option("--compare", help="A second log to compare with (B).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Directory to write the report into (default: reports/<log name>/).")] = None,
-    run: Annotated[Optional[int], typer.Option("--run", help="Report launch N of the log (default: the last one).")] = None,
-    compare_run: Annotated[Optional[int], typer.Option("--compare-run", help="Launch N of the --compare log (default: the last one).")] = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log file(s) of one launch (one per node); .log, .gz, .zst.")],
+    compare: Annotated[Optional[str], typer.Option("--compare", metavar="LOG", help="A second log to compare with (B).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="DIR", help="Directory to write the report into (default: reports/<log name>/).")] = None,
+    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Report launch N of the log (default: the last one).")] = None,
+    compare_run: Annotated[Optional[int], typer.Option("--compare-run", metavar="N", help="Launch N of the --compare log (default: the last one).")] = None,
     no_images: Annotated[bool, typer.Option("--no-images", help="Skip PNG/SVG rendering (Markdown, chart specs and HTML only).")] = False,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page.")] = False,
 ) -> None:

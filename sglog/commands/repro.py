@@ -38,19 +38,26 @@ class Bench(str, Enum):
     serving = "serving"
 
 
-@app.command()
+@app.command(
+    short_help="Relaunch SGLang with the suggested fix and verify it (dry run by default).",
+    example="""
+sglog repro server.log
+sglog repro server.log --set mem_fraction_static=0.85
+sglog repro server.log --execute --bench smoke
+""",
+)
 def repro(
-    log: Annotated[str, typer.Argument(help="The log of the run to reproduce.")],
-    run: Annotated[Optional[int], typer.Option("--run", help="Run number in the log (default: the last run with a fix to try).")] = None,
-    finding: Annotated[Optional[list[str]], typer.Option("--finding", help="Apply only this finding's fix (rule name or code; repeatable).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Set a flag: FLAG=VALUE (FLAG= removes it); applied after the fixes (repeatable).")] = None,
+    log: Annotated[str, typer.Argument(metavar="LOG", help="The log of the run to reproduce.")],
+    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Run number in the log (default: the last run with a fix to try).")] = None,
+    finding: Annotated[Optional[list[str]], typer.Option("--finding", metavar="RULE", help="Apply only this finding's fix (rule name or code; repeatable).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="FLAG=VALUE", help="Set a flag: FLAG=VALUE (FLAG= removes it); applied after the fixes (repeatable).")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Launch it (default: only show the plan).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for ready (and for --bench).", min=1)] = 1800.0,
-    log_out: Annotated[Optional[Path], typer.Option("--log-out", help="The new log (default reports/repro/<name>-<n>.log).")] = None,
-    bench: Annotated[Optional[Bench], typer.Option("--bench", help="Once ready: smoke = 3 short /generate requests; serving = a short sglang.bench_serving run (with the server's Python, or $SGLOG_BENCH_LAUNCHER).")] = None,
-    launcher: Annotated[Optional[str], typer.Option("--launcher", help='How to start SGLang, e.g. "python3 -m sglang.launch_server" (or env SGLOG_LAUNCHER).')] = None,
-    fmt: Annotated[ReproFormat, typer.Option("--format", "-f", help="Output format.")] = ReproFormat.rich,
-    stop_grace: Annotated[float, typer.Option("--stop-grace", help="Seconds to wait after SIGINT and after SIGTERM before the next signal.", min=0)] = 10.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for ready (and for --bench); at least 1.", show_default="1800")] = 1800.0,
+    log_out: Annotated[Optional[Path], typer.Option("--log-out", metavar="FILE", help="The new log (default reports/repro/<name>-<n>.log).")] = None,
+    bench: Annotated[Optional[Bench], typer.Option("--bench", metavar="KIND", help="Once ready (smoke or serving): smoke = 3 short /generate requests; serving = a short sglang.bench_serving run (with the server's Python, or $SGLOG_BENCH_LAUNCHER).")] = None,
+    launcher: Annotated[Optional[str], typer.Option("--launcher", metavar="COMMAND", help='How to start SGLang, e.g. "python3 -m sglang.launch_server" (or env SGLOG_LAUNCHER).')] = None,
+    fmt: Annotated[ReproFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal) or json.")] = ReproFormat.rich,
+    stop_grace: Annotated[float, typer.Option("--stop-grace", metavar="SECONDS", help="Seconds to wait after SIGINT and after SIGTERM before the next signal.", show_default="10")] = 10.0,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress display.")] = False,
 ) -> None:
     """Relaunch SGLang with the suggested fix and verify it (a dry run unless --execute)."""
@@ -61,6 +68,10 @@ def repro(
     from sglog.repro import plan as rplan
     from sglog.runs import load_runs
 
+    if not timeout >= 1:
+        raise UsageError(f"--timeout {timeout:g}: give at least 1 second")
+    if not stop_grace >= 0:
+        raise UsageError(f"--stop-grace {stop_grace:g}: give 0 seconds or more")
     sets = rplan.parse_sets(set_ or [])
     selected = [s for s in (finding or []) if s.strip()]
     runs = load_runs([log])

@@ -16,10 +16,15 @@ class RulesFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(
+    example="""
+sglog rules
+sglog rules --select SGL1 -f json
+""",
+)
 def rules(
-    fmt: Annotated[RulesFormat, typer.Option("--format", "-f", help="table or json.")] = RulesFormat.table,
-    select: Annotated[Optional[list[str]], typer.Option("--select", help="Only these rules: code, name or prefix.")] = None,
+    fmt: Annotated[RulesFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = RulesFormat.table,
+    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix.")] = None,
 ) -> None:
     """List the rules: code, name, severity, what each finds."""
     import json

@@ -11,11 +11,18 @@ from sglog.cli import app
 from sglog.commands._common import TableFormat, stdout_console, write_frame, write_table, write_text
 
 
-@app.command()
+@app.command(
+    short_help="One row per server launch: version, model, how it ended, speed.",
+    example="""
+sglog runs server.log
+sglog runs *.log -f csv -o runs.csv
+sglog runs server.log -f jsonl | jq -r .ending
+""",
+)
 def runs(
-    logs: Annotated[list[str], typer.Argument(help="Log files; files of one launch (one per node) merge into one run.")],
-    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table, json (one document), jsonl (a run per line), csv or parquet (-o FILE).")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files; files of one launch (one per node) merge into one run.")],
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, json (one document), jsonl (a run per line), csv or parquet (-o FILE).")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
     import json
@@ -37,13 +44,19 @@ def runs(
     write_table(runs_table([r.summary() for r in found]), output)
 
 
-@app.command()
+@app.command(
+    short_help="Serving timeline in windows: throughput, queue, token usage.",
+    example="""
+sglog timeline server.log
+sglog timeline server.log --run 2 -w 1m -f csv -o timeline.csv
+""",
+)
 def timeline(
-    logs: Annotated[list[str], typer.Argument(help="Log files.")],
-    run: Annotated[Optional[int], typer.Option("--run", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
-    window: Annotated[str, typer.Option("--window", "-w", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
-    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="table, csv, parquet or jsonl.")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output")] = None,
+    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files.")],
+    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
+    window: Annotated[str, typer.Option("--window", "-w", metavar="WIDTH", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, csv, parquet (-o FILE) or jsonl.")] = TableFormat.table,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Serving timeline in windows: decode throughput p10/p50/p90, running/queue, token usage, CUDA-graph share, retractions."""
     import polars as pl
