@@ -242,6 +242,8 @@ class Event(metaclass=_Compact):
     # SGLang's), "block" (a folded block -- traceback, thread dump -- whose origin its content
     # tells: its frames' paths); the one table coverage accounting reads
     SOURCE: ClassVar[str] = "sglang"
+    # a kind only SGLang writes: one such event is evidence that a log is SGLang's (sglog/read/evidence.py)
+    SGLANG_ONLY: ClassVar[bool] = False
 
     file: str
     line: int
@@ -309,28 +311,33 @@ def _t(*names: str, **consts: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 class ServerArgs(Event):
     kind = "server_args"
+    SGLANG_ONLY = True
     DOC = "The launch arguments in effect (dataclass repr <=0.5.18, dict repr >=0.5.19)."
 
 
 class WeightLoadBegin(Event):
     kind = "weight_load_begin"
+    SGLANG_ONLY = True
     FIELDS = _k(avail_mem=to_gb)
     DOC = "A model runner starts loading weights (again for a speculative draft model)."
 
 
 class WeightLoadEnd(Event):
     kind = "weight_load_end"
+    SGLANG_ONLY = True
     FIELDS = _k(elapsed=to_float, type=to_str, dtype=to_str, quant=to_str, avail_mem=to_gb, mem_usage=to_gb)
     DOC = "Weights loaded: model class, dtype/quant, elapsed s, free memory and weight memory (GB)."
 
 
 class WeightLoadCommitted(Event):
     kind = "weight_load_committed"
+    SGLANG_ONLY = True
     DOC = "0.5.18+ overlapped load: real weights committed after CUDA graph capture."
 
 
 class KvCacheAllocated(Event):
     kind = "kv_cache_allocated"
+    SGLANG_ONLY = True
     FIELDS = _k(
         tokens=to_int,
         k_size=to_gb,
@@ -365,12 +372,14 @@ class KvCacheAllocated(Event):
 
 class MemoryPoolEnd(Event):
     kind = "memory_pool_end"
+    SGLANG_ONLY = True
     FIELDS = _k(avail_mem=to_gb)
     DOC = "Memory pools are set up; free GPU memory left."
 
 
 class MemorySummary(Event):
     kind = "memory_summary"
+    SGLANG_ONLY = True
     FIELDS = _k(
         max_total_num_tokens=to_int,
         chunked_prefill_size=to_int,
@@ -385,18 +394,21 @@ class MemorySummary(Event):
 
 class CudaGraphCaptureBegin(Event):
     kind = "cuda_graph_capture_begin"
+    SGLANG_ONLY = True
     FIELDS = _k(avail_mem=to_gb, bs=guess, num_tokens=guess, backend=to_str)
     DOC = "CUDA (or NPU/CPU) graph capture starts: role (target/draft), stage (decode/verify/extend/prefill/piecewise)."
 
 
 class CudaGraphCaptureEnd(Event):
     kind = "cuda_graph_capture_end"
+    SGLANG_ONLY = True
     FIELDS = _k(elapsed=to_float, mem_usage=to_gb, avail_mem=to_gb, bs=guess)
     DOC = "Graph capture finished: elapsed s, graph memory and free memory (GB)."
 
 
 class CudaGraphBs(Event):
     kind = "cuda_graph_bs"
+    SGLANG_ONLY = True
     DOC = "The list of batch sizes (or token counts, piecewise) being captured."
 
 
@@ -458,18 +470,21 @@ _BATCH_FIELDS = _k(
 
 class PrefillBatch(Event):
     kind = "prefill_batch"
+    SGLANG_ONLY = True
     FIELDS = _BATCH_FIELDS
     DOC = "One scheduled prefill batch: new/cached tokens, usage, running/queue, input throughput."
 
 
 class DecodeBatch(Event):
     kind = "decode_batch"
+    SGLANG_ONLY = True
     FIELDS = _BATCH_FIELDS
     DOC = "Decode statistics every decode_log_interval steps: running, usage, accept len/rate, cuda graph, gen throughput."
 
 
 class Retraction(Event):
     kind = "retraction"
+    SGLANG_ONLY = True
     FIELDS = _k(
         retracted_reqs=to_int,
         new_tokens_gained=to_int,
@@ -487,16 +502,19 @@ class Retraction(Event):
 
 class BatchOom(Event):
     kind = "batch_oom"
+    SGLANG_ONLY = True
     DOC = "Prefill/Decode out of memory while allocating KV slots for a batch."
 
 
 class ServerReady(Event):
     kind = "server_ready"
+    SGLANG_ONLY = True
     DOC = "`The server is fired up and ready to roll!`"
 
 
 class InitDistBegin(Event):
     kind = "init_dist_begin"
+    SGLANG_ONLY = True
     FIELDS = _k(phase=to_snake)
     TERMS = {"INIT_BEGIN": _t("phase")}
     DOC = "Distributed (torch/NCCL) initialisation starts on a rank."
@@ -504,6 +522,7 @@ class InitDistBegin(Event):
 
 class InitDistEnd(Event):
     kind = "init_dist_end"
+    SGLANG_ONLY = True
     FIELDS = _k(phase=to_snake, elapsed=to_float, mem_usage=to_gb)
     TERMS = {"INIT_END": _t("phase")}
     DOC = "Distributed initialisation done on a rank."
@@ -511,12 +530,14 @@ class InitDistEnd(Event):
 
 class MemoryBaseline(Event):
     kind = "memory_baseline"
+    SGLANG_ONLY = True
     FIELDS = _k(mem_usage=to_gb)
     DOC = "0.5.21+: memory baseline after parallel init."
 
 
 class Sigquit(Event):
     kind = "sigquit"
+    SGLANG_ONLY = True
     FIELDS = _k(signum=guess, frame=guess, subprocess=to_str, pid=to_int, exit_code=to_int)
     TERMS = {
         "SQ_CHILD": _t(variant="child_failed"),
@@ -560,11 +581,13 @@ class Shutdown(Event):
 
 class SchedulerDead(Event):
     kind = "scheduler_dead"
+    SGLANG_ONLY = True
     DOC = "A scheduler process died or exited (`Rank N scheduler is dead`, `terminated with N`)."
 
 
 class WatchdogTimeout(Event):
     kind = "watchdog_timeout"
+    SGLANG_ONLY = True
     DOC = "The scheduler's watchdog fired: one forward batch took longer than --watchdog-timeout."
 
 
@@ -677,6 +700,7 @@ class ProcessKilled(Event):
 
 class LaunchCommand(Event):
     kind = "launch_command"
+    SGLANG_ONLY = True
     DOC = "The launch command line (`python -m sglang.launch_server ...` / `sglang serve ...`)."
 
 
@@ -1164,6 +1188,7 @@ class Traceback(Event):
 
 class SchedulerException(Event):
     kind = "scheduler_exception"
+    SGLANG_ONLY = True
     SOURCE = "block"
     DOC = "`Scheduler hit an exception:` (or another component's) traceback."
 
@@ -1202,8 +1227,19 @@ class Unparsed(Event):
     DOC = "A record no grammar rule recognises; its text is kept."
 
 
+class SglangMessage(Event):
+    kind = "sglang_message"
+    FIELDS = _k(template=to_str, source=to_str, level=to_str, versions=to_str, origin=to_str, shared=to_str)
+    DOC = (
+        "An SGLang message that no grammar rule names, named by the catalogue mined from SGLang's source "
+        "(sglog/read/catalog.py): `template` (its first line, `{}` for each placeholder), `source` "
+        "(module:line), `level`, `versions` (first-last release that has it), `origin` (log, warn, print, "
+        "progress, str, raise), `shared` (\"vllm\" when vLLM prints it too), and one field per placeholder."
+    )
+
+
 BLOCK_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error")
-SPECIAL_KINDS = ("blank", "unparsed")
+SPECIAL_KINDS = ("blank", "unparsed", "sglang_message")
 HOT_KINDS = ("decode_batch", "prefill_batch", "http_access")
 
 

@@ -186,6 +186,8 @@ class RecordParser:
         self.memo: dict[str, tuple[str, dict[str, Any]] | None] = {}
         self.ts_memo: dict[str, tuple[datetime | None, bool]] = {}
         self.rank_memo: dict[str | None, Rank | None] = {}
+        self.catalogue_memo: dict[str, dict[str, Any] | None] = {}
+        self.version: str | None = None  # the SGLang release the log names (pip list), once seen
         self.shapes: dict[Any, Any] | None = None
         self.literals: tuple[str, ...] = ()
         if shapes:
@@ -286,9 +288,36 @@ class RecordParser:
         if res is None and len(lines) > 1:
             res = self.message(first)
         if res is None:
+            named = self.catalogued(first)
+            if named is not None:
+                return make("sglang_message", fields=_with_ray(named, ray), **common)
             return make("unparsed", fields=_with_ray({"message": message[:2000]}, ray), **common)
         kind, fields = res
+        if kind == "pip_package" and fields.get("package") == "sglang" and fields.get("version"):
+            self.version = str(fields["version"])  # ranks ambiguous catalogue matches
         return make(kind, fields=_with_ray(fields, ray), **common)
+
+    def catalogued(self, message: str) -> dict[str, Any] | None:
+        """The fields of the catalogued SGLang message this line is (sglog/read/catalog.py), or None:
+        a message no grammar rule names, matched after any foreign logger prefix (kept as ``log_*``)."""
+        hit = self.catalogue_memo.get(message, 0)
+        if hit != 0:
+            return dict(hit) if hit else None
+        from sglog.read import catalog
+
+        text, prefix = messages.strip_prefix(message)
+        m = catalog.load().match(text, self.version)
+        out = None
+        if m is not None:
+            out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}
+            if m.shared:
+                out["shared"] = m.shared
+            for name, value in m.fields.items():
+                out[name if name not in out else f"arg_{name}"] = value
+            out.update(prefix)
+        if len(self.catalogue_memo) < _MEMO_MAX:
+            self.catalogue_memo[message] = out
+        return dict(out) if out else None
 
 
 def _template(message: str, res: tuple[str, dict[str, Any]] | None) -> Any:

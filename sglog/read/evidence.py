@@ -37,15 +37,6 @@ OTHER_SERVERS: tuple[tuple[str, str], ...] = (
 _BLOCK_KINDS = frozenset({"traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error"})
 # basenames too common to tell SGLang's module from another program's
 _GENERIC_MODULES = frozenset({"__init__.py", "utils.py", "config.py", "main.py", "server.py", "worker.py", "api.py", "base.py", "common.py", "logger.py", "log.py", "cli.py", "app.py", "core.py", "model.py", "engine.py"})
-_SGLANG_KINDS = frozenset(
-    {
-        "server_args", "weight_load_begin", "weight_load_end", "weight_load_committed", "kv_cache_allocated",
-        "memory_pool_end", "memory_summary", "cuda_graph_capture_begin", "cuda_graph_capture_end", "cuda_graph_bs",
-        "prefill_batch", "decode_batch", "retraction", "batch_oom", "server_ready", "init_dist_begin",
-        "init_dist_end", "memory_baseline", "sigquit", "scheduler_dead", "watchdog_timeout", "launch_command",
-        "scheduler_exception",
-    }
-)
 _LAUNCH = re.compile(r"\bsglang[._]launch_server\b|\bsglang serve\b|\bsglang\.srt\.")
 
 
@@ -58,7 +49,7 @@ def _other_server_patterns() -> tuple[tuple[str, re.Pattern], ...]:
 def _sglang_only_kinds() -> frozenset[str]:
     from sglog.events import KIND_CLASSES
 
-    return frozenset(k for k, cls in KIND_CLASSES.items() if getattr(cls, "SGLANG_ONLY", False)) or _SGLANG_KINDS
+    return frozenset(k for k, cls in KIND_CLASSES.items() if cls.SGLANG_ONLY)
 
 
 @functools.cache
