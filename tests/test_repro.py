@@ -275,6 +275,13 @@ def test_verdicts():
     assert verdict(p, orig, [fix_finding()], ok, [new_error], ready).text.endswith("; but new: SGL401 nccl-timeout")
     bench_failed = Outcome("ready", "new.log", 2.0, ready_s=1.5, bench={"ok": False, "error": "/generate failed: timed out"})
     assert verdict(p, orig, [fix_finding()], ok, [], bench_failed).text == "not fixed: the server is ready but /generate failed: timed out (gone: SGL101 draft-model-exceeds-static-pool)"
+    # a warning that remains (its fix was applied too) does not undo the fixed crash; --fail-on decides
+    slow = Finding("SGL210", "slow-weight-loading", "warning", "m", ok.index, evidence=(Evidence("new.log", 12, None),))
+    p2 = rplan.build_plan(orig, [fix_finding(), Finding("SGL210", "slow-weight-loading", "warning", "m", orig.index)])
+    v = verdict(p2, orig, [fix_finding()], ok, [slow], ready)
+    assert v.fixed and v.text.startswith("crash fixed; 1 warning remains (SGL210 slow-weight-loading); draft-model-exceeds-static-pool is gone"), v.text
+    assert v.remaining == (("SGL210 slow-weight-loading", "warning"),) and not v.fails("error") and v.fails("warning")
+    assert v.to_dict()["remaining"] == [{"finding": "SGL210 slow-weight-loading", "severity": "warning"}]
     exited = Outcome("exited", "new.log", 0.5, returncode=0)
     assert verdict(p, orig, [fix_finding()], None, [], exited).text == "not fixed: the server exited with code 0 before it was ready"
 
@@ -548,7 +555,10 @@ def test_story_oom_fixed_end_to_end_with_the_rules(env, capsys, monkeypatch):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["verdict"]["fixed"] and doc["verdict"]["gone"] == ["SGL101 draft-model-exceeds-static-pool"]
-    assert doc["verdict"]["text"].startswith("fixed: draft-model-exceeds-static-pool is gone (was: crashed during kv_pool")
+    # (the crash is fixed; the warnings the new run still has are said, and do not fail it: exit 0)
+    assert doc["verdict"]["text"].startswith("crash fixed; 4 warnings and 2 notes remain (SGL105 cuda-graph-bs-oversized, "), doc["verdict"]["text"]
+    assert "and 3 more); draft-model-exceeds-static-pool is gone (was: crashed during kv_pool" in doc["verdict"]["text"]
+    assert [r["severity"] for r in doc["verdict"]["remaining"]] == ["warning"] * 4 + ["info"] * 2
     assert doc["result"]["status"] == "ready" and doc["result"]["signals"] == ["SIGINT"]
     assert "SGL101" not in {f["code"] for f in doc["new_findings"]}
     pids_gone(env["tmp"])

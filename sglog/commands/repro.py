@@ -22,6 +22,7 @@ import typer
 
 from sglog.cli import app
 from sglog.commands._common import stderr_console, stdout_console
+from sglog.commands.diagnose import FailOn
 
 REPORT_DIR = Path("reports") / "repro"
 CRASH_EXIT_GRACE = 5.0  # s to let a crashed server exit on its own before sglog stops it
@@ -59,6 +60,7 @@ def repro(
     fmt: Annotated[ReproFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal) or json.")] = ReproFormat.rich,
     stop_grace: Annotated[float, typer.Option("--stop-grace", metavar="SECONDS", help="Seconds to wait after SIGINT and after SIGTERM before the next signal.", show_default="10")] = 10.0,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress display.")] = False,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when the fix failed or a finding of the new run at or above this severity remains: error, warning or info.")] = FailOn.error,
 ) -> None:
     """Relaunch SGLang with the suggested fix and verify it (a dry run unless --execute)."""
     import gc
@@ -103,7 +105,7 @@ def repro(
     if bench is not None and plan.host not in ("127.0.0.1", "localhost", "0.0.0.0", "::", "::1", ""):
         raise UsageError(f"--bench talks to 127.0.0.1 only; the relaunch listens on {plan.host} (add --set host=127.0.0.1)")
     outcome = _execute(plan, log, log_out, timeout, bench, stop_grace, quiet, fmt)
-    _verify(plan, original, findings, outcome, fmt)
+    _verify(plan, original, findings, outcome, fmt, fail_on.value)
 
 
 # ------------------------------------------------------------------ stages
@@ -388,7 +390,7 @@ def _runs_until(path: str, stop_line: int | None):
     return build_runs([log])
 
 
-def _verify(plan, original, findings, outcome, fmt) -> None:
+def _verify(plan, original, findings, outcome, fmt, fail_on: str = "error") -> None:
     from sglog.repro.verify import verdict
 
     new_runs = _runs_until(outcome.log, outcome.stop_line)
@@ -410,13 +412,13 @@ def _verify(plan, original, findings, outcome, fmt) -> None:
         from rich.text import Text
 
         con = stdout_console()
-        con.print(Text(v.text, style="bold green" if v.fixed else "bold red"), soft_wrap=True)
+        con.print(Text(v.text, style="bold red" if not v.fixed else "bold yellow" if v.remaining else "bold green"), soft_wrap=True)
         con.print(Text(f"new log: {outcome.log}"), soft_wrap=True)
         if outcome.signals:
             con.print(Text(f"stopped with {', '.join(outcome.signals)}"), soft_wrap=True)
         if diff_text:
             con.print(Text(f"diff: {diff_text}"), soft_wrap=True)
-    raise SystemExit(0 if v.fixed else 1)
+    raise SystemExit(1 if v.fails(fail_on) else 0)
 
 
 def _stem(log: str) -> str:

@@ -1,7 +1,9 @@
 """Original run + relaunched run -> was the fix a fix?  (pure)
 
 Fixed = the relaunch reached ready, the smoke/benchmark (if asked) worked, and
-none of the findings whose fixes were applied is reported again.  Findings
+no error whose fix was applied is reported again.  A warning or note that remains (say, slow
+weight loading) does not undo a fixed crash: the verdict says "crash fixed; 1 warning remains"
+and lists it in ``remaining``; whether it fails the command is ``--fail-on``'s choice.  Findings
 whose evidence lies only after sglog began stopping the server (line
 ``stop_line`` of the new log) are the stop's doing and do not count.
 """
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from sglog.findings import SEVERITY_RANK
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,24 @@ class Verdict:
     persisting: tuple[str, ...] = ()
     new: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    remaining: tuple[tuple[str, str], ...] = ()  # (finding key, severity) of the new run's findings, worst first
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fixed": self.fixed, "text": self.text, "gone": list(self.gone), "persisting": list(self.persisting), "new": list(self.new), **self.details}
+        return {
+            "fixed": self.fixed,
+            "text": self.text,
+            "gone": list(self.gone),
+            "persisting": list(self.persisting),
+            "new": list(self.new),
+            "remaining": [{"finding": k, "severity": sev} for k, sev in self.remaining],
+            **self.details,
+        }
+
+    def fails(self, fail_on: str = "error") -> bool:
+        """Not fixed, or a finding of the new run at or above ``fail_on`` remains."""
+        from sglog.findings import SEVERITY_RANK
+
+        return not self.fixed or any(SEVERITY_RANK[sev] >= SEVERITY_RANK[fail_on] for _, sev in self.remaining)
 
 
 def _key(f) -> str:
@@ -99,6 +118,12 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
     new_keys = {_key(f) for f in new_valid}
     new_names = {f.name for f in new_valid} | {f.code for f in new_valid}
     persisting = tuple(k for k in plan.findings if k in new_keys or k.split(" ", 1)[-1] in new_names)
+    worst: dict[str, str] = {}  # "CODE name" / name / code -> the worst severity the new run reports it with
+    for f in sorted(new_valid, key=lambda f: -SEVERITY_RANK[f.severity]):
+        for k in (_key(f), f.name, f.code):
+            worst.setdefault(k, f.severity)
+    sev_of = {k: worst.get(k) or worst.get(k.split(" ", 1)[-1], "error") for k in persisting}
+    remaining = tuple((k, worst[k]) for k in dict.fromkeys(_key(f) for f in sorted(new_valid, key=lambda f: -SEVERITY_RANK[f.severity])))
     gone = tuple(k for k in plan.findings if k not in persisting)
     orig_keys = {_key(f) for f in original_findings if f.run == original.index}
     new_only = tuple(dict.fromkeys(_key(f) for f in new_valid if _key(f) not in orig_keys and _key(f) not in chosen and f.severity == "error"))
@@ -129,14 +154,15 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
         problems.append("interrupted before the server was ready")
     if outcome.status == "ready" and outcome.bench is not None and not outcome.bench.get("ok"):
         problems.append(f"the server is ready but {outcome.bench.get('error') or 'the benchmark failed'}")
-    if persisting:
-        problems.append(("still reported: " if outcome.status == "ready" else "and still reported: ") + ", ".join(persisting))
+    errors = [k for k in persisting if sev_of[k] == "error"]
+    if errors:
+        problems.append(("still reported: " if outcome.status == "ready" else "and still reported: ") + ", ".join(errors))
 
     if problems:
         text = "not fixed: " + "; ".join(problems)
         if outcome.status == "ready" and gone:
             text += f" (gone: {', '.join(gone)})"
-        return Verdict(False, text, gone, persisting, new_only, details)
+        return Verdict(False, text, gone, persisting, new_only, details, remaining)
 
     parts = []
     crashed_before = original.ending is not None and original.ending.status == "crashed"
@@ -145,10 +171,18 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
         parts.append(f"{names} {'is' if len(gone) == 1 else 'are'} gone" + (f" (was: {was})" if crashed_before else ""))
     elif crashed_before:
         parts.append(f"the crash is gone (was: {was})")
+    left = [sev for _, sev in remaining if sev != "error"]
+    if left:
+        words = {"warning": ("warning", "warnings"), "info": ("note", "notes")}
+        counted = " and ".join(f"{left.count(sev)} {words[sev][left.count(sev) != 1]}" for sev in ("warning", "info") if sev in left)
+        names = [k for k, sev in remaining if sev != "error"]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.insert(0, f"{'crash fixed' if crashed_before else 'fixed'}; {counted} remain{'s' if len(left) == 1 else ''} ({shown})")
     parts.append(f"the run reached ready in {duration(ready_in)}" if ready_in is not None else "the run reached ready")
     if dec_new is not None:
         parts.append(f"decode {dec_new:.1f} tok/s" + (f" vs {dec_old:.1f} tok/s before" if dec_old is not None else " (the original never decoded)"))
-    text = "fixed: " + "; ".join(parts)
+    text = ("" if left else "fixed: ") + "; ".join(parts)
     if new_only:
         text += f"; but new: {', '.join(new_only)}"
-    return Verdict(True, text, gone, persisting, new_only, details)
+    return Verdict(True, text, gone, persisting, new_only, details, remaining)
+
