@@ -35,8 +35,8 @@ import polars as pl
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
-from sglog.read.envelope import Unwrapper
-from sglog.records import Folder, Record
+from sglog.read.envelope import Unwrapper, hard_wrap_width
+from sglog.records import Folder, Record, is_start
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
 _MEMO_MAX = 20000
@@ -421,6 +421,7 @@ def parse_source(
         nonlocal unwrap
         unwrap = Unwrapper.for_lines(sample)
         sample.clear()
+        folder.wrap = hard_wrap_width(itertools.chain.from_iterable(raws for _, raws in pending), is_start)
         for numbers, raws in pending:
             emit(numbers, raws)
         pending.clear()

@@ -202,6 +202,9 @@ class Folder:
     _seen_exception: bool = False
     _logging_error: bool = False
     _depth: int = 0
+    # the width at which the page hard-wrapped the file's lines (sglog/read/envelope.py::hard_wrap_width),
+    # 0 if it did not: a line of exactly this width goes on in the next line that starts no record
+    wrap: int = 0
 
     def __post_init__(self):
         _init()
@@ -220,7 +223,13 @@ class Folder:
                 self._close()
                 self._blank(lineno, raw)
             return
-        if self._cur is not None and self._continues(text):
+        cur = self._cur
+        if self.wrap and cur is not None and not self._blanks and len(cur.raw[-1]) == self.wrap and not text[:1].isspace() and not is_start(text):
+            cur.lines[-1] += text  # the rest of a line the page wrapped: one line again for the parser
+            cur.raw.append(raw)
+            cur.end_line = lineno
+            return
+        if cur is not None and self._continues(text):
             self._take_blanks()
             self._cur.lines.append(text)
             self._cur.raw.append(raw)

@@ -264,3 +264,46 @@ def test_wrap_then_strip_gives_the_line_back(line, outer, inner, ray):
     assert text == line
     assert len(fields.get("wrappers", ())) == len(layers)
     assert strip_outer(line) == (line, {})
+
+
+# ---------------------------------------------------------------- hard-wrapped pastes
+
+
+def _hard_wrap(lines: list[str], width: int) -> list[str]:
+    out = []
+    for line in lines:
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return out
+
+
+_LONG = [
+    "[2025-03-04 12:54:52 TP4] Scheduler hit an exception: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE, NumelIn=8080, NumelOut=129280, Timeout(ms)=600000) ran for 600049 milliseconds",
+    "[2025-03-04 12:54:53 TP0] Load weight begin. avail mem=78.50 GB",
+    "[2025-03-04 12:54:54 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
+]
+
+
+def test_hard_wrap_width_is_found_and_only_then():
+    from sglog.read.envelope import hard_wrap_width
+    from sglog.records import is_start
+
+    wrapped = _hard_wrap(_LONG, 80)
+    assert hard_wrap_width(wrapped, is_start) == 80
+    assert hard_wrap_width(_LONG, is_start) == 0  # whole lines: no width
+    assert hard_wrap_width(["short"] * 10, is_start) == 0
+
+
+def test_a_hard_wrapped_paste_reads_as_the_whole_lines(tmp_path):
+    from sglog.parse import parse_file
+
+    log = tmp_path / "w.log"
+    log.write_text("\n".join(_hard_wrap(_LONG, 80)) + "\n")
+    whole = tmp_path / "whole.log"
+    whole.write_text("\n".join(_LONG) + "\n")
+    got, want = parse_file(str(log)), parse_file(str(whole))
+    assert got.lines == len(_hard_wrap(_LONG, 80)) and got.unparsed == 0
+    assert sorted(got.kinds.items()) == sorted(want.kinds.items())
+    assert got.batches.height == 1 and got.batches["running_req"].to_list() == [5]

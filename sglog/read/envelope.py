@@ -452,3 +452,26 @@ class Unwrapper:
         if not self.present:
             return line, {}
         return _strip(line, self._heads, self._tails, self._repairs)
+
+
+WRAP_MIN = 60  # narrower "widths" are ordinary short lines
+
+
+def hard_wrap_width(lines: Iterable[str], is_start: Callable[[str], bool]) -> int:
+    """The width at which a page or terminal hard-wrapped these lines (a file's first lines), or 0.
+
+    A hard-wrapped paste has no line longer than its width, and lines of exactly that width whose
+    next line goes on mid-text: it starts no record (``is_start``: a log line's head) and with no
+    indent.  Two such lines are needed; then each line of that width is joined with the next.
+    """
+    seq = [t.rstrip("\r") for t in lines]
+    if not seq:
+        return 0
+    width = max(map(len, seq))
+    if width < WRAP_MIN:
+        return 0
+    cut = 0
+    for a, b in zip(seq, seq[1:]):
+        if len(a) == width and b and not b[:1].isspace() and not is_start(b):
+            cut += 1
+    return width if cut >= 2 else 0
