@@ -28,3 +28,4 @@ clean:
 
 -include benchmarks/Makefile.inc
 -include reports/Makefile.inc
+-include tools/catalog/Makefile.inc

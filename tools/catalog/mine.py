@@ -1,0 +1,357 @@
+"""Generate sglog's message catalogue from SGLang's own source, across every release on PyPI.
+
+    python tools/catalog/mine.py [--cache DIR] [--out FILE] [--jobs N] [--python PY]
+
+Steps: list the releases (`pip index versions`), download each archive once into a cache
+outside the repo (`pip download --no-deps`, wheels first), mine each archive's modules with
+`ast` (extract.py, run under the newest Python found so that 3.12+ syntax parses), merge the
+templates across releases, mark the ones vLLM prints too, and write
+`sglog/read/data/catalog.json.gz`: sorted, no timestamps, gzip with mtime=0, so a rerun on
+the same releases writes the same bytes. See README.md beside this file for the format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import extract  # noqa: E402  (a sibling module; the tool is run as a script, not installed)
+
+REPO = HERE.parent.parent
+OUT = REPO / "sglog" / "read" / "data" / "catalog.json.gz"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sglog-catalog"
+SCHEMA = 1
+VLLM_FROM = (0, 2)  # vLLM's sample: the last release of each minor version from 0.2 on
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- releases and downloads
+
+
+def version_key(version: str):
+    from packaging.version import Version
+
+    return Version(version)
+
+
+def released_versions(package: str) -> list[str]:
+    """Every release of `package` that `pip index versions` lists, oldest first."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", package],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("Available versions:"))
+    versions = [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    return sorted(versions, key=version_key)
+
+
+def vllm_sample(versions: Iterable[str]) -> list[str]:
+    """The newest release of each vLLM minor version from VLLM_FROM on.
+
+    >>> vllm_sample(["0.1.7", "0.2.0", "0.2.7", "0.10.1.1", "0.10.2", "0.8.5.post1", "0.8.5"])
+    ['0.2.7', '0.8.5.post1', '0.10.2']
+    """
+    newest: dict[tuple[int, int], str] = {}
+    for v in sorted(versions, key=version_key):
+        release = version_key(v).release
+        minor = (release[0], release[1] if len(release) > 1 else 0)
+        if minor >= VLLM_FROM:
+            newest[minor] = v
+    return [newest[m] for m in sorted(newest)]
+
+
+def cached_archive(folder: Path, package: str, version: str) -> Path | None:
+    """The archive of `package==version` already in `folder`, if any (a wheel before an sdist)."""
+    want = version_key(version)
+    found = []
+    for p in folder.glob(f"{package}-*"):
+        m = re.match(rf"{re.escape(package)}-([^-]+?)(-.*\.whl|\.tar\.gz|\.zip)$", p.name)
+        if m and version_key(m[1]) == want:
+            found.append((not p.name.endswith(".whl"), p.name, p))
+    return min(found)[2] if found else None
+
+
+def download(package: str, version: str, folder: Path) -> tuple[Path | None, str]:
+    """Fetch one release into `folder`: a wheel, else an sdist that needs no build.
+
+    Returns (archive, "") or (None, why it could not be had).
+    """
+    if (hit := cached_archive(folder, package, version)) is not None:
+        return hit, ""
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check"]
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".part-") as tmp:
+        attempts = [
+            [*pip, "--only-binary", ":all:", "-d", tmp, f"{package}=={version}"],
+            [*pip, "--no-build-isolation", "--no-binary", ":all:", "-d", tmp, f"{package}=={version}"],
+        ]
+        why = ""
+        for argv in attempts:
+            run = subprocess.run(argv, capture_output=True, text=True)
+            got = sorted(Path(tmp).iterdir())
+            if run.returncode == 0 and got:
+                target = folder / got[0].name
+                shutil.move(str(got[0]), target)
+                return target, ""
+            why = _last_error(run.stderr)
+        return None, why
+
+
+def _last_error(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("WARNING: Location")]
+    errors = [ln for ln in lines if ln.startswith("ERROR")] or lines
+    return errors[-1] if errors else "pip download failed"
+
+
+def fetch_all(package: str, versions: list[str], folder: Path, jobs: int) -> tuple[dict[str, Path], dict[str, str]]:
+    """Download every release (`jobs` at a time); a failure is reported and skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    archives: dict[str, Path] = {}
+    failed: dict[str, str] = {}
+
+    def one(version: str) -> tuple[str, Path | None, str]:
+        return (version, *download(package, version, folder))
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for version, archive, why in pool.map(one, versions):
+            if archive is None:
+                failed[version] = f"download failed: {why}"
+                say(f"skip {package} {version}: download failed: {why}")
+            else:
+                archives[version] = archive
+    return archives, failed
+
+
+# ---------------------------------------------------------------- mining
+
+
+def newest_python() -> str:
+    """The newest Python 3.12+ on this machine (pyenv, PATH), else the running one.
+
+    SGLang releases from 2025 on use 3.12 syntax (PEP 695, PEP 701 f-strings) in some modules.
+    """
+    found = []
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = [str(p / "bin" / "python") for p in pyenv.glob("3.*")] if pyenv.is_dir() else []
+    candidates += [shutil.which(f"python3.{m}") or "" for m in range(12, 20)]
+    for py in candidates:
+        if not py or not os.access(py, os.X_OK):
+            continue
+        m = re.search(r"3\.(\d+)", py)
+        try:
+            out = subprocess.run([py, "-c", "import sys; print(sys.version_info[1])"], capture_output=True, text=True)
+            minor = int(out.stdout.strip())
+        except (OSError, ValueError):
+            continue
+        if minor >= 12 and m:
+            found.append((minor, py))
+    if sys.version_info >= (3, 12) or not found:
+        return sys.executable
+    return max(found)[1]
+
+
+def miner_key(python: str) -> str:
+    """Changes whenever the miner's code or the Python running it changes (invalidates the cache)."""
+    version = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True).stdout
+    digest = hashlib.sha256((HERE / "extract.py").read_bytes() + version.encode())
+    return digest.hexdigest()[:12]
+
+
+def mine_archive(archive: Path, package: str, python: str, cache: Path | None, key: str) -> dict:
+    """Mine one archive in a child process running `python`; the result is cached by `key`."""
+    store = cache / f"{archive.name}.{key}.json" if cache else None
+    if store is not None and store.exists():
+        return json.loads(store.read_text())
+    run = subprocess.run(
+        [python, str(HERE / "mine.py"), "--mine-one", str(archive), "--package", package],
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(_last_error(run.stderr))
+    result = json.loads(run.stdout)
+    if store is not None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps(result))
+    return result
+
+
+def mine_all(
+    package: str, archives: dict[str, Path], python: str, cache: Path | None, jobs: int
+) -> tuple[dict[str, dict], dict[str, str]]:
+    key = miner_key(python)
+    mined: dict[str, dict] = {}
+    failed: dict[str, str] = {}
+
+    def one(item: tuple[str, Path]) -> tuple[str, dict | None, str]:
+        version, archive = item
+        try:
+            return version, mine_archive(archive, package, python, cache, key), ""
+        except (RuntimeError, OSError, ValueError) as err:
+            return version, None, str(err)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for version, result, why in pool.map(one, sorted(archives.items())):
+            if result is None or result["files"] == 0:
+                why = why or "no modules of the package found in the archive"
+                failed[version] = f"mining failed: {why}"
+                say(f"skip {package} {version}: mining failed: {why}")
+                continue
+            mined[version] = result
+            if result["failed"]:
+                say(f"{package} {version}: {len(result['failed'])} of {result['files']} modules did not parse")
+    return mined, failed
+
+
+# ---------------------------------------------------------------- the catalogue
+
+
+def build_catalog(sglang: dict[str, dict], vllm: dict[str, dict]) -> dict:
+    """Merge each release's records into one entry per (template, level).
+
+    An entry's source, kind and placeholder names come from the newest release that has it
+    (its first occurrence by module path and line); `v` is the first and last release index.
+    """
+    releases = sorted(sglang, key=version_key)
+    shared = {rec[0] for result in vllm.values() for rec in result["records"]}
+    entries: dict[tuple[str, str], dict] = {}
+    for index, version in enumerate(releases):
+        first: dict[tuple[str, str], list] = {}
+        for rec in sorted(sglang[version]["records"], key=lambda r: (r[3], r[4], r[0], r[1], r[2])):
+            first.setdefault((rec[0], rec[1]), rec)
+        for (t, level), rec in first.items():
+            entry = entries.get((t, level))
+            if entry is None:
+                entry = entries[(t, level)] = {"t": t, "v": [index, index]}
+            entry.update(p=list(rec[5]), l=level, k=rec[2], s=f"{rec[3]}:{rec[4]}")
+            entry["v"][1] = index
+    templates = []
+    for t, level in sorted(entries):
+        e = entries[(t, level)]
+        entry = {"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": e["v"]}
+        if t in shared:
+            entry["shared"] = "vllm"
+        templates.append(entry)
+    return {
+        "schema": SCHEMA,
+        "releases": releases,
+        "vllm_releases": sorted(vllm, key=version_key),
+        "templates": templates,
+    }
+
+
+def dumps(catalog: dict) -> bytes:
+    """The catalogue as gzip bytes: one template a line inside, no timestamp, no file name."""
+    head = {k: v for k, v in catalog.items() if k != "templates"}
+    lines = [json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + ',"templates":[']
+    body = [json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in catalog["templates"]]
+    text = "\n".join(lines) + "\n" + ",\n".join(body) + "\n]}\n"
+    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+
+
+def generate(
+    sglang: dict[str, Path],
+    vllm: dict[str, Path],
+    out: Path,
+    python: str | None = None,
+    cache: Path | None = None,
+    jobs: int = 2,
+    failed: dict[str, str] | None = None,
+) -> dict:
+    """Mine the given SGLang and vLLM releases (archives or folders) and write the catalogue."""
+    python = python or sys.executable
+    mined, failed_sglang = mine_all("sglang", sglang, python, cache, jobs)
+    mined_vllm, failed_vllm = mine_all("vllm", vllm, python, cache, jobs)
+    catalog = build_catalog(mined, mined_vllm)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(dumps(catalog))
+    if failed is not None:
+        failed.update({f"sglang {v}": why for v, why in failed_sglang.items()})
+        failed.update({f"vllm {v}": why for v, why in failed_vllm.items()})
+    catalog["_stats"] = {
+        "files": sum(r["files"] for r in mined.values()),
+        "unparsed": sorted({f"{v}:{p}" for v, r in mined.items() for p in r["failed"]}),
+        "vllm_files": sum(r["files"] for r in mined_vllm.values()),
+        "vllm_unparsed": sum(len(r["failed"]) for r in mined_vllm.values()),
+    }
+    return catalog
+
+
+def summary(catalog: dict, failed: dict[str, str], seconds: float, download_bytes: int) -> str:
+    from collections import Counter
+
+    ts = catalog["templates"]
+    by = lambda f: ", ".join(f"{k} {n}" for k, n in sorted(Counter(map(f, ts)).items()))  # noqa: E731
+    stats = catalog.get("_stats", {})
+    lines = [
+        f"mined {len(catalog['releases'])} SGLang releases ({catalog['releases'][0]} .. {catalog['releases'][-1]})"
+        f" and {len(catalog['vllm_releases'])} vLLM releases in {seconds:.0f} s;"
+        f" archives in the cache: {download_bytes / 1e9:.2f} GB",
+        f"{len(ts)} templates; by level: {by(lambda t: t['l'])}",
+        f"by kind: {by(lambda t: t['k'])}",
+        f"shared with vLLM: {sum('shared' in t for t in ts)}",
+        f"modules: {stats.get('files', 0)} mined, {len(stats.get('unparsed', []))} did not parse;"
+        f" vLLM {stats.get('vllm_files', 0)} mined, {stats.get('vllm_unparsed', 0)} did not parse",
+    ]
+    if failed:
+        lines.append(f"failed ({len(failed)}): " + "; ".join(f"{k}: {v}" for k, v in sorted(failed.items())))
+    else:
+        lines.append("failed: none")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cache", type=Path, default=CACHE, help=f"download cache (default {CACHE})")
+    ap.add_argument("--out", type=Path, default=OUT, help="the catalogue to write")
+    ap.add_argument("--jobs", type=int, default=4, help="downloads at a time (mining uses 2)")
+    ap.add_argument("--python", help="the Python that mines (default: the newest 3.12+ found)")
+    ap.add_argument("--versions", nargs="*", help="mine only these SGLang releases")
+    ap.add_argument("--no-vllm", action="store_true", help="do not mine vLLM (no shared marks)")
+    ap.add_argument("--mine-one", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--package", default="sglang", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.mine_one is not None:  # the child process of mine_archive()
+        json.dump(extract.mine_location(args.mine_one, args.package), sys.stdout)
+        return 0
+
+    start = time.monotonic()
+    python = args.python or newest_python()
+    say(f"mining with {python}")
+    versions = args.versions or released_versions("sglang")
+    vllm_versions = [] if args.no_vllm else vllm_sample(released_versions("vllm"))
+    say(f"{len(versions)} SGLang releases, {len(vllm_versions)} vLLM releases ({', '.join(vllm_versions)})")
+    sglang, failed = fetch_all("sglang", versions, args.cache / "sglang", args.jobs)
+    vllm, failed_vllm = fetch_all("vllm", vllm_versions, args.cache / "vllm", min(args.jobs, 2))
+    failed = {f"sglang {v}": why for v, why in failed.items()} | {f"vllm {v}": w for v, w in failed_vllm.items()}
+    catalog = generate(sglang, vllm, args.out, python, args.cache / "mined", 2, failed)
+    size = sum(p.stat().st_size for p in [*sglang.values(), *vllm.values()])
+    say(summary(catalog, failed, time.monotonic() - start, size))
+    say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
