@@ -146,3 +146,25 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, monkeypatch):
     for args, words in ((["diagnose"], "Missing argument 'LOG...'"), (["diagnose", "--nope", str(OOM)], "No such option: --nope"), (["diagnos"], "No such command 'diagnos'"), (["diagnose", "-f", "xml", str(OOM)], "xml")):
         code, out, err = sglog(capsys, monkeypatch, *args)
         assert code == 2 and out == "" and err.startswith("sglog: error: ") and words in err and err.count("\n") == 1, (args, err)
+
+
+# ------------------------------------------------------------------ wrong input names: listed, exit 2
+
+
+def test_events_unknown_kind_lists_the_kinds(capsys, monkeypatch):
+    code, out, err = sglog(capsys, monkeypatch, "events", str(OOM), "-k", "decode_bach")
+    assert code == 2 and out == "" and "did you mean decode_batch" in err and "prefill_batch, process_killed" in err
+    code, out, _ = sglog(capsys, monkeypatch, "events", str(FIXED), "-k", "decode_batch", "-f", "jsonl")
+    assert code == 0 and out and all(json.loads(line)["kind"] == "decode_batch" for line in out.splitlines())
+
+
+def test_report_without_images_links_only_files_it_wrote(capsys, monkeypatch, tmp_path):
+    import re
+
+    out_dir = tmp_path / "rep"
+    code, out, _ = sglog(capsys, monkeypatch, "report", str(OOM), "--no-images", "-o", str(out_dir))
+    assert code == 0 and out.strip() == str(out_dir / "index.md")
+    md = (out_dir / "index.md").read_text()
+    links = re.findall(r"\]\(([^)#:]+)\)", md)
+    assert links and "memory.vl.json" in links
+    assert [link for link in links if not (out_dir / link).exists()] == []

@@ -31,6 +31,8 @@ def events(
 
     from sglog.commands._common import read_ahead
 
+    if kind:
+        _check_kinds(kind)
     read_ahead(logs)
 
     from sglog.parse import parse_file
@@ -64,6 +66,20 @@ def events(
 
     frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items() if k != "rank"} | {"rank": _rank_label(r.get("rank"))} for r in rows], infer_schema_length=None)
     write_frame(frame, fmt, output)
+
+
+def _check_kinds(kinds: list[str]) -> None:
+    """Each ``--kind`` names an event kind, or the command stops before reading (exit 2, the valid kinds listed)."""
+    from sglog.errors import UsageError
+    from sglog.events import KIND_CLASSES
+
+    unknown = [k for k in kinds if k not in KIND_CLASSES]
+    if unknown:
+        import difflib
+
+        near = [m for k in unknown for m in difflib.get_close_matches(k, KIND_CLASSES, n=3)]
+        hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
+        raise UsageError(f"--kind {', '.join(unknown)}: not an event kind{hint}; the kinds are: {', '.join(sorted(KIND_CLASSES))}")
 
 
 def _rank_label(rank) -> str | None:

@@ -2,7 +2,7 @@
 
     report = collect(["server.log"])            # the only step that reads files
     charts = chart_specs(report)                 # name -> Vega-Lite spec (pure)
-    md = render_markdown(report, charts)         # str (pure, byte-stable)
+    md = render_markdown(report, charts, images=png or svg)         # str (pure, byte-stable)
     files = render_files(report)                 # file name -> bytes; the CLI writes them
 
 The file names ``render_files`` returns are fixed (``index.md``,
@@ -33,7 +33,7 @@ def render_files(report: Report, *, png: bool = True, svg: bool = True, html: bo
     from sglog.report.html import render_html
 
     charts = chart_specs(report)
-    md = render_markdown(report, charts)
+    md = render_markdown(report, charts, images=png or svg)
     out: dict[str, bytes] = {"index.md": md.encode("utf-8")}
     for name, spec in charts.items():
         out[f"{name}.vl.json"] = spec_json(spec).encode("utf-8")

@@ -17,10 +17,16 @@ from sglog.report.model import Report, Subject
 SEVERITY_MARK = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
 
 
-def chart_ref(name: str, alt: str, html: bool = False) -> str:
-    """How Markdown shows a chart: the PNG, with the SVG linked (the HTML page draws it live)."""
+def chart_ref(name: str, alt: str, html: bool = False, images: bool = True) -> str:
+    """How Markdown shows a chart: the PNG, with the SVG linked (the HTML page draws it live).
+
+    ``images=False`` (``report --no-images``: no PNG or SVG is written): a link to the chart's
+    Vega-Lite spec, which is.
+    """
     if html:
         return f"![{alt}]({name}.png)"
+    if not images:
+        return f"[{alt} (Vega-Lite spec; open it in a Vega editor)]({name}.vl.json)"
     return f"![{alt}]({name}.png)\n\n[{alt} (SVG)]({name}.svg)"
 
 
@@ -312,7 +318,7 @@ def _base(path: str) -> str:
 # ------------------------------------------------------------------ startup
 
 
-def startup(report: Report, charts: dict[str, Any], html: bool = False) -> str:
+def startup(report: Report, charts: dict[str, Any], html: bool = False, images: bool = True) -> str:
     from sglog.report.charts import PHASE_LABELS
     from sglog.runs import PHASES
 
@@ -320,7 +326,7 @@ def startup(report: Report, charts: dict[str, Any], html: bool = False) -> str:
     if not any(s.run.startup and s.run.startup.phases for s in report.subjects):
         return "\n".join(out + ["The log has no startup lines (it starts after the server was up, or was cut).", ""])
     if "startup" in charts:
-        out += [chart_ref("startup", "Startup timeline", html), ""]
+        out += [chart_ref("startup", "Startup timeline", html, images), ""]
     rows = []
     for name in PHASES:
         cells = [PHASE_LABELS[name]]
@@ -373,12 +379,12 @@ def _memory_story(s: Subject) -> str | None:
     return None
 
 
-def memory(report: Report, charts: dict[str, Any], html: bool = False) -> str:
+def memory(report: Report, charts: dict[str, Any], html: bool = False, images: bool = True) -> str:
     out = ["## Memory budget", ""]
     if not any(s.run.memory.total_gb for s in report.subjects):
         return "\n".join(out + ["The log has no memory lines (`Load weight begin. avail mem=...`).", ""])
     if "memory" in charts:
-        out += [chart_ref("memory", "Memory budget", html), ""]
+        out += [chart_ref("memory", "Memory budget", html, images), ""]
     rows = [
         _by_subject(report, "free at weight load (T)", lambda s: _gb(s.run.memory.total_gb)),
         _by_subject(report, "target weights", lambda s: _gb(s.run.memory.target_weights_gb)),
@@ -409,14 +415,14 @@ def memory(report: Report, charts: dict[str, Any], html: bool = False) -> str:
 # ------------------------------------------------------------------ serving
 
 
-def serving(report: Report, charts: dict[str, Any], html: bool = False) -> str:
+def serving(report: Report, charts: dict[str, Any], html: bool = False, images: bool = True) -> str:
     from sglog import timeline
 
     out = ["## Serving", ""]
     if not any(s.run.batches.height for s in report.subjects):
         return "\n".join(out + ["The log has no prefill or decode batch lines: the server never served, or batch logging was off.", ""])
     if "serving" in charts:
-        out += [chart_ref("serving", "Serving timeline", html), ""]
+        out += [chart_ref("serving", "Serving timeline", html, images), ""]
     stats = {s.label: timeline.decode_stats(s.run) for s in report.subjects}
     pstats = {s.label: timeline.prefill_stats(s.run) for s in report.subjects}
 
@@ -575,19 +581,20 @@ def title(report: Report, plain: bool = False) -> str:
     return f"Post-mortem: {esc(s.run.name)} ({verdict(s)})"
 
 
-def render_markdown(report: Report, charts: dict[str, Any] | None = None, html: bool = False) -> str:
+def render_markdown(report: Report, charts: dict[str, Any] | None = None, html: bool = False, images: bool = True) -> str:
     """The whole post-mortem; ``charts`` are the chart specs (only their names matter here).
 
-    ``html=True``: the variant the HTML page is rendered from (no SVG links).
+    ``html=True``: the variant the HTML page is rendered from (no SVG links).  ``images=False``:
+    no PNG or SVG exists, so the charts link their specs.
     """
     charts = charts or {}
     parts = [
         f"# {title(report)}\n",
         summary(report),
         launch(report),
-        startup(report, charts, html),
-        memory(report, charts, html),
-        serving(report, charts, html),
+        startup(report, charts, html, images),
+        memory(report, charts, html, images),
+        serving(report, charts, html, images),
         comparison(report),
         findings(report),
         appendix(report),
