@@ -34,7 +34,6 @@ OTHER_SERVERS: tuple[tuple[str, str], ...] = (
     ("TabbyAPI / ExLlama", r"\bTabbyAPI\b|\btabbyAPI\b|\bexllamav\d\b"),
 )
 
-_BLOCK_KINDS = frozenset({"traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error"})
 # basenames too common to tell SGLang's module from another program's
 _GENERIC_MODULES = frozenset({"__init__.py", "utils.py", "config.py", "main.py", "server.py", "worker.py", "api.py", "base.py", "common.py", "logger.py", "log.py", "cli.py", "app.py", "core.py", "model.py", "engine.py"})
 _LAUNCH = re.compile(r"\bsglang[._]launch_server\b|\bsglang serve\b|\bsglang\.srt\.")
@@ -50,6 +49,13 @@ def _sglang_only_kinds() -> frozenset[str]:
     from sglog.events import KIND_CLASSES
 
     return frozenset(k for k, cls in KIND_CLASSES.items() if cls.SGLANG_ONLY)
+
+
+@functools.cache
+def _block_kinds() -> frozenset[str]:
+    from sglog.events import BLOCK_KINDS, KIND_CLASSES
+
+    return frozenset(BLOCK_KINDS) | {k for k, cls in KIND_CLASSES.items() if cls.SOURCE == "block"}
 
 
 @functools.cache
@@ -75,7 +81,7 @@ def event_evidence(e) -> str | None:
         f = e.fields
         if not f.get("shared") and f.get("origin") not in ("raise", "str"):
             return "catalogue"
-    if kind in _BLOCK_KINDS and "sglang/" in e.text:
+    if kind in _block_kinds() and "sglang/" in e.text:
         return "traceback"
     if e.ts is not None and e.ts_has_date:  # (only SGLang's `[date time] ` prefix sets an event's time)
         return "envelope"
