@@ -950,7 +950,7 @@ def make_verdict(
             text = f"{who} and {base_label} without speculation decode at the same speed within the noise {vs}{be}"
             kind = "no-change"
         elif change < 0:
-            text = f"{who} decodes {abs(change):.1f}% slower than {base_label} without speculation {vs}: speculation-slower-than-baseline{be}"
+            text = f"{who} decodes {abs(change):.1f}% slower than {base_label} without speculation {vs}: speculation does not pay off here{be}"
             kind = "slower" if spec.spec_side == "b" else "faster"
         else:
             text = f"{who} decodes {change:.1f}% faster than {base_label} without speculation {vs}: speculation pays off{be}"

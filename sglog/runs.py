@@ -112,6 +112,21 @@ PHASES = (
     "draft_cuda_graph_capture",
 )
 
+# how a phase reads in a sentence ("crashed during KV-pool allocation"); the names above stay the data
+PHASE_WORDS = {
+    "startup": "startup",
+    "launch": "launch",
+    "distributed_init": "distributed initialisation",
+    "weight_load": "weight loading",
+    "kv_pool": "KV-pool allocation",
+    "cuda_graph_capture": "CUDA-graph capture",
+    "draft_weight_load": "draft-model weight loading",
+    "draft_kv_pool": "draft KV-pool allocation",
+    "draft_cuda_graph_capture": "draft CUDA-graph capture",
+    "warmup": "warm-up",
+    "serving": "serving",
+}
+
 
 @dataclass
 class Startup:
@@ -217,14 +232,14 @@ class Ending:
             rc = self.root_cause
             # (the message's first line whole: data is never cut; a terminal renderer cuts with an ellipsis)
             what = f"{rc.get('exc_type') or rc.kind}: {(rc.get('exc_message') or '').strip().splitlines()[0] if (rc.get('exc_message') or '').strip() else ''}".rstrip(": ") if rc else "unknown cause"
-            return f"crashed during {self.phase or 'startup'} ({what})"
+            return f"crashed during {PHASE_WORDS.get(self.phase or 'startup', self.phase)} ({what})"
         if self.status == "serving":
             return "ready and serving"
         if self.status == "ready":
             return "ready"
         if self.status == "stopped":
             return "stopped (shutdown)"
-        return f"log ends during {self.phase or 'launch'}"
+        return f"log ends during {PHASE_WORDS.get(self.phase or 'launch', self.phase)}"
 
     def to_dict(self) -> dict[str, Any]:
         rc = self.root_cause

@@ -168,3 +168,17 @@ def test_report_without_images_links_only_files_it_wrote(capsys, monkeypatch, tm
     links = re.findall(r"\]\(([^)#:]+)\)", md)
     assert links and "memory.vl.json" in links
     assert [link for link in links if not (out_dir / link).exists()] == []
+
+
+# ------------------------------------------------------------------ internal names stay out of the text
+
+
+def test_text_says_phases_in_words_and_no_markup(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = sglog(capsys, monkeypatch, "runs", "-f", "json", str(OOM))
+    ending = json.loads(out)["runs"][0]["ending"]
+    assert ending["phase"] == "kv_pool" and ending["description"].startswith("crashed during KV-pool allocation (")  # (the data keeps the name)
+    code, out, _ = sglog(capsys, monkeypatch, "rules")
+    assert "*not*" not in out and "that is not an out-of-memory" in out and "diagnose shows each finding's own" in out
+    code, out, _ = sglog(capsys, monkeypatch, "diff", "-f", "markdown", str(STORY / "baseline-cgbs128.log"), str(STORY / "eagle3-5step.log"))
+    assert "-&gt;" not in out and "default → explicit" in out and "speculation-slower-than-baseline" not in out

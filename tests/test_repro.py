@@ -264,7 +264,7 @@ def test_verdicts():
     p = rplan.build_plan(orig, [fix_finding()])
     ready = Outcome("ready", "new.log", 2.0, ready_s=1.5, stop_line=50)
     v = verdict(p, orig, [fix_finding()], ok, [], ready)
-    assert v.fixed and v.text.startswith("fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft_kv_pool") and "ready in 7.1 min" in v.text
+    assert v.fixed and v.text.startswith("fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft KV-pool allocation") and "ready in 7.1 min" in v.text
     # the same finding again (before sglog stopped the server): not fixed, even though it is ready
     again = fix_finding(run=ok.index)
     assert verdict(p, orig, [fix_finding()], ok, [again], ready).text == "not fixed: still reported: SGL101 draft-model-exceeds-static-pool"
@@ -380,7 +380,7 @@ def test_execute_fixed_end_to_end(env, capsys):
     assert any(s.startswith("ready after ") for s in steps)
     assert any(s.startswith("smoke: ok (decode 91.") for s in steps)
     verdict = [line for line in out.splitlines() if line.startswith(("fixed", "not fixed"))]
-    assert verdict == ["fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft_kv_pool (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.)); the run reached ready in 7.1 min; decode 91.2 tok/s (the original never decoded)"]
+    assert verdict == ["fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.)); the run reached ready in 7.1 min; decode 91.2 tok/s (the original never decoded)"]
     log = env["tmp"] / "reports" / "repro" / "eagle3-oom-1.log"
     assert log.exists() and "new log: reports/repro/eagle3-oom-1.log" in out
     assert "The server is fired up and ready to roll!" in log.read_text()
@@ -393,7 +393,7 @@ def test_execute_not_fixed_crash_and_orphan_cleanup(env, capsys):
     assert code == 1, err
     assert "crashed in draft KV pool: RuntimeError: Not enough memory." in err
     verdict = [line for line in out.splitlines() if line.startswith(("fixed", "not fixed"))]
-    assert verdict == ["not fixed: crashed during draft_kv_pool (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.); and still reported: SGL101 draft-model-exceeds-static-pool"]
+    assert verdict == ["not fixed: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.); and still reported: SGL101 draft-model-exceeds-static-pool"]
     assert (env["tmp"] / "out" / "new.log").exists()
     pids_gone(env["tmp"])
 
@@ -557,7 +557,7 @@ def test_story_oom_fixed_end_to_end_with_the_rules(env, capsys, monkeypatch):
     assert doc["verdict"]["fixed"] and doc["verdict"]["gone"] == ["SGL101 draft-model-exceeds-static-pool"]
     # (the crash is fixed; the warnings the new run still has are said, and do not fail it: exit 0)
     assert doc["verdict"]["text"].startswith("crash fixed; 4 warnings and 2 notes remain (SGL105 cuda-graph-bs-oversized, "), doc["verdict"]["text"]
-    assert "and 3 more); draft-model-exceeds-static-pool is gone (was: crashed during kv_pool" in doc["verdict"]["text"]
+    assert "and 3 more); draft-model-exceeds-static-pool is gone (was: crashed during KV-pool allocation" in doc["verdict"]["text"]
     assert [r["severity"] for r in doc["verdict"]["remaining"]] == ["warning"] * 4 + ["info"] * 2
     assert doc["result"]["status"] == "ready" and doc["result"]["signals"] == ["SIGINT"]
     assert "SGL101" not in {f["code"] for f in doc["new_findings"]}

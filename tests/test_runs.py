@@ -134,7 +134,7 @@ def test_log_ending_mid_startup_says_the_phase(tmp_path):
     (run,) = sglog.load(write(tmp_path, "partial.log", lines))
     assert run.ending.status == "incomplete"
     assert run.ending.phase == "weight_load"
-    assert "weight_load" in run.ending.describe()
+    assert "weight loading" in run.ending.describe()  # (the phase in words; .phase keeps its name)
 
 
 def test_dateless_timestamps_roll_over_midnight(tmp_path):

@@ -269,6 +269,18 @@ def summary_line(runs, findings: list[Finding], coverage: dict[str, Any] | None 
 # ------------------------------------------------------------------ rules and their docs
 
 
+_EMPHASIS = re.compile(r"(?<![\w*])\*{1,2}([^*\s][^*]*?)\*{1,2}(?![\w*])|`([^`]+)`")
+
+
+def _plain(text: str) -> str:
+    """A docstring's one-line summary for a terminal: Markdown emphasis and code marks dropped.
+
+    >>> _plain("an error that is *not* an out-of-memory (`--mem-fraction-static`)")
+    'an error that is not an out-of-memory (--mem-fraction-static)'
+    """
+    return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)
+
+
 def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
     from rich.table import Table
 
@@ -284,8 +296,10 @@ def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
         if g != group and g:
             t.add_row("", Text(g, style="bold underline"), "", "")
             group = g
-        t.add_row(r.code, r.name, Text(r.severity, style=STYLE[r.severity]), r.summary)
+        t.add_row(r.code, r.name, Text(r.severity, style=STYLE[r.severity]), _plain(r.summary))
     con.print(t)
+    con.print()
+    con.print(Text("severity: the most a rule reports; some report less for a weaker signature (diagnose shows each finding's own).", style="dim"))
     return _clean(buf.getvalue())
 
 

@@ -104,11 +104,15 @@ def _dist(d: dict[str, Any] | None) -> str:
     return f"{fmt(d['p50'])} (p10 {fmt(d['p10'])}, p90 {fmt(d['p90'])}; n={d['n']})"
 
 
+# the diff's speculation finding (data: its name in JSON), as a sentence
+_SPEC_FINDING = {"speculation-slower-than-baseline": "speculation is slower than the baseline"}
+
+
 def _origin(c: dict[str, Any]) -> str:
     oa, ob = c.get("origin_a"), c.get("origin_b")
     if oa == ob:
         return oa or "-"
-    return f"{oa or 'absent'} -> {ob or 'absent'}"
+    return f"{oa or 'absent'} → {ob or 'absent'}"  # (an arrow, not "->": Markdown escapes ">")
 
 
 def _sig_line(sig: dict[str, Any] | None) -> str | None:
@@ -142,7 +146,7 @@ def _spec_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if s.get("accept_rate") is not None:
         rows.append(("achieved accept rate (as logged)", fmt(s["accept_rate"])))
-    rows.append(("finding", s.get("finding") or "-"))
+    rows.append(("verdict", _SPEC_FINDING.get(s.get("finding") or "", s.get("finding") or "-")))
     return rows
 
 
