@@ -28,3 +28,9 @@ class UsageError(SglogError):
 
 class NotSGLangLog(SglogError):
     """The input parsed, but does not look like an SGLang server log."""
+
+
+class InternalError(SglogError):
+    """sglog itself is broken (say, a data file it ships is missing or corrupt): one line, exit 70."""
+
+    exit_code = ExitCode.INTERNAL

@@ -1,0 +1,428 @@
+"""The message catalogue: names the SGLang messages that the grammar does not.
+
+``data/catalog.json.gz`` lists every message first line SGLang can print, mined from its source
+across all releases (see its schema in :func:`load`).  A catalogued line is recognised honestly:
+a specific message, with its source module and line, level, and the releases that have it.  A
+match names a message; it does not prove the log is SGLang's (``shared`` marks text vLLM prints
+too, so only ``sglang_only`` matches count as evidence).
+
+Matching: each kept template's longest constant piece (its first ``KEY_CHARS`` characters) goes
+into one Aho-Corasick automaton (pyahocorasick); a message's candidates are the templates whose
+piece occurs in it; each is checked first by its constant head, tail and pieces (plain string
+operations), and only then by its full-match regex, compiled on first use.  Chosen by measurement
+over a google-re2 ``Set`` (its compile of the whole catalogue takes over a second, and with
+templates of many ``.*?`` its matching fell off the DFA and was slower still) and over a
+pure-Python index on the first constant word (several times slower, and blind to templates that
+start with a placeholder).  The automaton is built on the first ``match``, not on ``load``.
+
+>>> cat = Catalogue({"schema": 1, "releases": ["0.4.0", "0.5.0"], "templates": [
+...     {"t": "Load weight begin. avail mem={} GB", "p": ["avail_mem"], "l": "info", "k": "log",
+...      "s": "srt/model_executor/model_runner.py:234", "v": [0, 1]}]})
+>>> m = cat.match("Load weight begin.  avail mem=75.12 GB")
+>>> m.source, m.versions, m.fields
+('srt/model_executor/model_runner.py:234', ('0.4.0', '0.5.0'), {'avail_mem': 75.12})
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import re
+import threading
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import ahocorasick
+
+from sglog.errors import InternalError
+
+SCHEMA = 1
+
+MIN_CONSTANT = 7
+"""A template needs at least this many constant letters/digits to be kept.
+
+Below it, templates are generic text that names nothing (``{} {}s``, ``Error: {}``, ``{}: {}``):
+measured on the shipped catalogue, see ``tests/test_catalog.py``."""
+
+MIN_CONSTANT_LEADING = 15
+"""A template that starts with a placeholder needs this many constant letters/digits (its
+constant tail), since its first characters say nothing about the message."""
+
+KEY_CHARS = 16
+"""Characters of a template's longest constant piece that the prefilter looks for."""
+
+# Why a template is dropped (the keys of Catalogue.dropped).
+PLACEHOLDERS_ONLY = "placeholders-only"
+TOO_FEW_CONSTANTS = "too-few-constants"
+LEADING_PLACEHOLDER = "leading-placeholder"
+
+_PLACEHOLDER = None  # in a template's parts: a `{}`
+_BRACES = re.compile(r"(\{\{|\}\}|\{\})")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_ENOUGH = re.compile(rf"(?:[\W_]*[^\W_]){{{MIN_CONSTANT_LEADING}}}")  # enough for any template
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?")
+_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[._-]?(a|alpha|b|beta|c|rc|pre|preview|post|dev)[._-]?(\d*))?(?:\+.*)?", re.I)
+_PHASES = {"dev": 0, "a": 1, "alpha": 1, "b": 2, "beta": 2, "c": 3, "rc": 3, "pre": 3, "preview": 3, "post": 5}
+_FINAL = 4
+
+
+class CatalogueError(InternalError):
+    """The shipped message catalogue is missing or cannot be read (a broken install of sglog)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueMatch:
+    """A message named by the catalogue.
+
+    ``fields`` maps each placeholder's name to its text, typed when it is a clean ``int``,
+    ``float`` (``1.5``, ``1e-3``) or ``True``/``False``; anything else (``1.2 GB``, ``None``,
+    lists) stays a string.  ``versions`` is the first and last mined release having the message.
+    """
+
+    template: str
+    source: str
+    level: str
+    kind: str
+    versions: tuple[str, str]
+    shared: str | None
+    fields: dict[str, Any]
+
+    @property
+    def sglang_only(self) -> bool:
+        """No other program mined (vLLM) prints this first line: evidence the log is SGLang's."""
+        return self.shared is None
+
+
+def normalise(message: str) -> str:
+    """A message as templates are written: whitespace runs collapsed to one space, trimmed.
+
+    >>> normalise("  Load weight\\tbegin.   avail mem=1 GB ")
+    'Load weight begin. avail mem=1 GB'
+    """
+    return " ".join(message.split())
+
+
+def version_key(version: str) -> tuple[tuple[int, ...], int, int] | None:
+    """A release string as a sortable key, or None when it is not a version.
+
+    Handles ``0.5.10``, ``0.5.10.post1``, ``0.4.0rc2``, ``v0.3.0``, ``0.4.1+cu121`` (local part
+    ignored); trailing zeros do not count (``0.5`` == ``0.5.0``).
+
+    >>> version_key("0.4.6.post5") > version_key("0.4.6") > version_key("0.4.6rc1")
+    True
+    >>> version_key("0.5.10") > version_key("0.5.9"), version_key("main")
+    (True, None)
+    """
+    m = _VERSION.fullmatch(version.strip())
+    if m is None:
+        return None
+    nums = [int(x) for x in m.group(1).split(".")]
+    while len(nums) > 1 and nums[-1] == 0:
+        nums.pop()
+    phase = _PHASES[m.group(2).lower()] if m.group(2) else _FINAL
+    return tuple(nums), phase, int(m.group(3) or 0)
+
+
+def _parts(template: str) -> list[str | None]:
+    """A template's literal pieces and placeholders (None), with ``{{``/``}}`` undoubled.
+
+    A lone brace (a mining slip) stays literal.
+
+    >>> _parts("a {{b}} {}: {}")
+    ['a {b} ', None, ': ', None]
+    """
+    if "{" not in template and "}" not in template:
+        return [template]
+    parts: list[str | None] = []
+    buf = ""
+    for i, piece in enumerate(_BRACES.split(template)):
+        if i % 2 == 0:
+            buf += piece
+        elif piece == "{}":
+            if buf:
+                parts.append(buf)
+                buf = ""
+            parts.append(_PLACEHOLDER)
+        else:
+            buf += piece[0]
+    if buf:
+        parts.append(buf)
+    return parts
+
+
+def _pattern(parts: list[str | None]) -> str:
+    """The full-match regex of a template's parts.
+
+    A placeholder matches any text, shortest first, empty included (an f-string of an empty
+    value prints nothing); a space beside a placeholder is optional, since an empty or
+    space-edged value collapses with it in the normalised message.
+    """
+    out: list[str] = []
+    g = 0
+    for i, part in enumerate(parts):
+        if part is _PLACEHOLDER:
+            out.append(f"(?P<_{g}>.*?)")
+            g += 1
+            continue
+        lead = i > 0 and part.startswith(" ")
+        trail = i + 1 < len(parts) and part.endswith(" ")
+        core = part[1 if lead else 0 : len(part) - 1 if trail else len(part)]
+        if lead:
+            out.append(" ?")
+        if core or not (lead and trail):  # a lone " " between two placeholders is one " ?"
+            out.append(re.escape(core))
+        if trail and (core or not lead):
+            out.append(" ?")
+    return "(?s)" + "".join(out)
+
+
+def _typed(value: str) -> Any:
+    if _INT.fullmatch(value):
+        return int(value)
+    if _FLOAT.fullmatch(value):
+        return float(value)
+    if value == "True":
+        return True
+    if value == "False":
+        return False
+    return value
+
+
+def _field_names(names: list[str], count: int) -> tuple[str, ...]:
+    """One unique, non-empty name per placeholder (``arg{i}`` where the miner gave none)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for i in range(count):
+        name = str(names[i]) if i < len(names) and names[i] else f"arg{i}"
+        base, k = name, 2
+        while name in seen:
+            name, k = f"{base}_{k}", k + 1
+        seen.add(name)
+        out.append(name)
+    return tuple(out)
+
+
+def _verdict(template: str) -> str | None:
+    """Why a template is too generic to keep, or None to keep it.
+
+    Braces are not letters or digits, so the raw text counts the constant ones.
+
+    >>> _verdict("{}: {}"), _verdict("Error: {}"), _verdict("{} is ready now"), _verdict("Load weight begin")
+    ('placeholders-only', 'too-few-constants', 'leading-placeholder', None)
+    """
+    alnum = len(_NOT_ALNUM.sub("", template))
+    if alnum == 0:
+        return PLACEHOLDERS_ONLY
+    if alnum < MIN_CONSTANT:
+        return TOO_FEW_CONSTANTS
+    if template.startswith("{}") and alnum < MIN_CONSTANT_LEADING:
+        return LEADING_PLACEHOLDER
+    return None
+
+
+class _Template:
+    """A kept template; made on first use, with its cheap checks and its regex."""
+
+    __slots__ = ("raw", "text", "first", "last", "parts", "head", "tail", "cores", "names", "regex")
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self.raw = raw
+        self.text: str = raw["t"]
+        self.first, self.last = raw["v"]
+        parts = self.parts = _parts(self.text)
+        # what any matching text has: its constant head and tail and every constant piece (the
+        # spaces beside a placeholder are optional); checked before the regex, they turn most
+        # candidates away in a few string operations and spare the regex's backtracking
+        self.head = parts[0].rstrip(" ") if parts[0] is not _PLACEHOLDER else ""
+        self.tail = parts[-1].lstrip(" ") if parts[-1] is not _PLACEHOLDER else ""
+        self.cores = tuple(c for c in (p.strip(" ") for p in parts[1:-1] if p is not _PLACEHOLDER) if c)
+        self.names: tuple[str, ...] | None = None
+        self.regex: re.Pattern[str] | None = None
+
+    def fullmatch(self, text: str) -> dict[str, Any] | None:
+        """The typed fields when ``text`` is this message, else None."""
+        parts = self.parts
+        if len(parts) == 1:
+            return {} if text == parts[0] else None
+        if not (text.startswith(self.head) and text.endswith(self.tail) and all(c in text for c in self.cores)):
+            return None
+        if self.regex is None:
+            self.regex = re.compile(_pattern(parts))
+        m = self.regex.fullmatch(text)
+        if m is None:
+            return None
+        if self.names is None:
+            self.names = _field_names(list(self.raw.get("p") or ()), len(m.groups()))
+        return {name: _typed(value) for name, value in zip(self.names, m.groups())}
+
+
+def _key_piece(template: str) -> str:
+    """A template's longest constant piece, trimmed of the spaces a placeholder may swallow
+    (its head when that is already ``KEY_CHARS`` long: the common case, and cheap)."""
+    head = template.partition("{")[0]
+    if len(head) > KEY_CHARS:
+        return head
+    if "{{" in template or "}}" in template:
+        pieces = [p for p in _parts(template) if p is not _PLACEHOLDER]
+    else:
+        pieces = template.split("{}")
+    return max([p.strip() for p in pieces], key=len)  # type: ignore[union-attr]
+
+
+class Catalogue:
+    """The kept templates of a catalogue, and the automaton that finds a message's candidates.
+
+    ``total`` templates were read; ``dropped`` counts those too generic to keep, by reason.
+    """
+
+    def __init__(self, data: Mapping[str, Any], path: str = "<data>") -> None:
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            schema = data.get("schema") if isinstance(data, Mapping) else None
+            raise CatalogueError(f"message catalogue {path}: schema {schema!r}, expected {SCHEMA}")
+        self.path = path
+        self.releases: tuple[str, ...] = tuple(data["releases"])
+        self.vllm_releases: tuple[str, ...] = tuple(data.get("vllm_releases") or ())
+        self.dropped: dict[str, int] = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0}
+        templates = data["templates"]
+        self.total = len(templates)
+        n = len(self.releases)
+        order: list[tuple[int, int, int, int]] = []
+        for i, raw in enumerate(templates):
+            text = raw["t"]
+            if _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
+                why = _verdict(text)
+                if why is not None:
+                    self.dropped[why] += 1
+                    continue
+            first, last = raw["v"]
+            if not 0 <= first <= last < n:
+                raise CatalogueError(f"message catalogue {path}: template {text!r} has releases {raw['v']!r}")
+            # how specific: its constant characters but spaces (a doubled brace counts twice)
+            constants = len(text) - text.count(" ") - 2 * text.count("{}")
+            order.append((-constants, -last, -first, i))
+        # Preference order: the most specific first, then the newest; match() takes the first.
+        order.sort()
+        self._raw: list[Mapping[str, Any]] = [templates[o[3]] for o in order]
+        self._made: list[_Template | None] = [None] * len(order)
+        keys = [version_key(r) for r in self.releases]
+        self._release_keys = sorted((k, i) for i, k in enumerate(keys) if k is not None)
+        self._automaton: Any = None
+        self._pieces: list[tuple[int, ...]] = []
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def _build(self) -> Any:
+        """The automaton of the templates' key pieces (each cut to ``KEY_CHARS``: as selective,
+        and a trie a fraction of the size to build)."""
+        with self._lock:
+            if self._automaton is None:
+                by_piece: dict[str, list[int]] = {}
+                for i, raw in enumerate(self._raw):
+                    by_piece.setdefault(_key_piece(raw["t"])[:KEY_CHARS], []).append(i)
+                a = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+                for j, piece in enumerate(by_piece):
+                    a.add_word(piece, j)
+                a.make_automaton()
+                self._pieces = [tuple(ids) for ids in by_piece.values()]
+                self._automaton = a
+        return self._automaton
+
+    def release_index(self, version: str) -> int | None:
+        """Index of the newest mined release at or before ``version`` (a future version maps to
+        the newest release, one older than all to -1); None when ``version`` is not a version."""
+        key = version_key(version)
+        if key is None or not self._release_keys:
+            return None
+        pos = bisect.bisect_right(self._release_keys, (key, len(self.releases)))
+        return self._release_keys[pos - 1][1] if pos else -1
+
+    def match(self, message: str, version: str | None = None) -> CatalogueMatch | None:
+        """The template that names ``message`` (its text after the log prefix), or None.
+
+        When several match: those whose releases contain ``version`` (when given) first, then the
+        most constant characters, then the newest.
+        """
+        text = normalise(message)
+        if not text:
+            return None
+        automaton = self._automaton if self._automaton is not None else self._build()
+        pieces = self._pieces
+        candidates: set[int] = set()
+        for _end, j in automaton.iter(text):
+            candidates.update(pieces[j])
+        if not candidates:
+            return None
+        at = self.release_index(version) if version else None
+        fallback: tuple[_Template, dict[str, Any]] | None = None
+        made = self._made
+        for i in sorted(candidates):
+            t = made[i]
+            if t is None:
+                t = made[i] = _Template(self._raw[i])
+            fields = t.fullmatch(text)
+            if fields is None:
+                continue
+            if at is None or t.first <= at <= t.last:
+                return self._result(t, fields)
+            if fallback is None:
+                fallback = (t, fields)
+        return self._result(*fallback) if fallback else None
+
+    def _result(self, t: _Template, fields: dict[str, Any]) -> CatalogueMatch:
+        raw = t.raw
+        return CatalogueMatch(
+            template=t.text,
+            source=raw.get("s", ""),
+            level=raw.get("l", ""),
+            kind=raw.get("k", ""),
+            versions=(self.releases[t.first], self.releases[t.last]),
+            shared=raw.get("shared") or None,
+            fields=fields,
+        )
+
+
+_cache: dict[str, Catalogue] = {}
+_cache_lock = threading.Lock()
+
+
+def _shipped() -> Path:
+    return Path(str(resources.files("sglog.read").joinpath("data", "catalog.json.gz")))
+
+
+def load(path: str | Path | None = None) -> Catalogue:
+    """The catalogue at ``path`` (default: the one shipped in ``sglog/read/data``), cached.
+
+    Format (schema 1): ``{"schema": 1, "releases": [...], "vllm_releases": [...], "templates":
+    [{"t": first line with `{}` placeholders, "p": names, "l": level, "k": kind, "s":
+    "module:line", "v": [first, last] release indices, "shared": "vllm" (optional)}]}``.
+    A missing or unreadable file raises :class:`CatalogueError` naming it.
+    """
+    p = Path(path) if path is not None else _shipped()
+    key = str(p.resolve()) if p.exists() else str(p)
+    with _cache_lock:
+        cat = _cache.get(key)
+        if cat is None:
+            cat = _cache[key] = _read(p)
+    return cat
+
+
+def _read(p: Path) -> Catalogue:
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise CatalogueError(f"message catalogue {p}: cannot read it ({e.strerror or type(e).__name__})") from None
+    try:
+        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        return Catalogue(data, str(p))
+    except CatalogueError:
+        raise
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise CatalogueError(f"message catalogue {p}: corrupt ({type(e).__name__}: {str(e)[:100]})") from None

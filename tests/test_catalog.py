@@ -1,0 +1,310 @@
+"""The message catalogue: loading, filtering, matching, typed fields, choosing among matches."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sglog.errors import ExitCode, InternalError
+from sglog.read import catalog
+from sglog.read.catalog import Catalogue, CatalogueError, CatalogueMatch
+
+RELEASES = ["0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.4.6.post5", "0.5.10", "0.5.23"]
+
+
+def T(t: str, p: list[str], v: tuple[int, int] = (0, 6), s: str = "srt/x.py:1", l: str = "info", k: str = "log", **kw):
+    return {"t": t, "p": p, "l": l, "k": k, "s": s, "v": list(v), **kw}
+
+
+TEMPLATES = [
+    T("Load weight begin. avail mem={} GB", ["avail_mem"], (2, 6), "srt/model_executor/model_runner.py:234"),
+    T(
+        "Load weight end. type={}, dtype={}, avail mem={} GB, mem usage={} GB.",
+        ["type", "dtype", "avail_mem", "mem_usage"],
+        (3, 6),
+        "srt/model_executor/model_runner.py:260",
+    ),
+    T("Capture cuda graph begin. This can take up to several minutes.", [], (1, 3), "srt/model_executor/cuda_graph_runner.py:200"),
+    T(
+        "Capture cuda graph begin. This can take up to several minutes. avail mem={} GB",
+        ["avail_mem"],
+        (4, 6),
+        "srt/model_executor/cuda_graph_runner.py:250",
+    ),
+    # ambiguity: an exact old message and a newer, less specific one
+    T("Init torch distributed begin.", [], (0, 2), "srt/old.py:10"),
+    T("Init torch distributed {}.", ["what"], (3, 6), "srt/new.py:20"),
+    # ambiguity: the same text printed from two places in two eras
+    T("Server is ready to accept requests on port {}", ["port"], (0, 3), "server_old.py:5"),
+    T("Server is ready to accept requests on port {}", ["port"], (4, 6), "srt/entrypoints/http_server.py:9"),
+    # specificity
+    T("Scheduler hit an exception: {}", ["e"], (2, 6), "srt/managers/scheduler.py:1"),
+    T("Scheduler hit an exception: Traceback {}", ["rest"], (2, 6), "srt/managers/scheduler.py:2"),
+    # typed fields, names
+    T("Stats: n={} rate={} ratio={} flag={} other={} size={} tiny={} neg={}", ["n", "rate", "ratio", "flag", "other", "size", "tiny", "neg"]),
+    T("Pair {} and {} and {}", ["x", "x", ""]),
+    # braces, placeholder inside a word, empty placeholder
+    T("Received config {{model: {}}} from the router", ["model"]),
+    T("Capturing layer{} of the draft model", ["i"]),
+    T("Loading model {} from the local disk", ["name"]),
+    # shared with vLLM
+    T("Downcasting {} to {} for the custom allreduce", ["a", "b"], shared="vllm"),
+    # generic templates: dropped
+    T("{}", [""]),
+    T("{}: {}", ["a", "b"]),
+    T("Error: {}", ["e"]),  # 5 constant letters
+    T("Got {} {}", ["a", "b"]),
+    T("{} is ready now", ["x"]),  # starts with a placeholder, 12 constant letters
+    # a leading placeholder with a long constant tail: kept
+    T("{} has finished loading all of its weights", ["who"]),
+]
+
+
+def write(path: Path, data) -> Path:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    path.write_bytes(gzip.compress(raw))
+    return path
+
+
+@pytest.fixture
+def cat(tmp_path) -> Catalogue:
+    data = {"schema": 1, "releases": RELEASES, "vllm_releases": ["0.6.0"], "templates": TEMPLATES}
+    return catalog.load(write(tmp_path / "catalog.json.gz", data))
+
+
+def test_load_is_cached(tmp_path, cat):
+    assert catalog.load(tmp_path / "catalog.json.gz") is cat
+    assert cat.releases == tuple(RELEASES) and cat.vllm_releases == ("0.6.0",)
+
+
+def test_generic_templates_are_dropped_and_counted(cat):
+    assert cat.total == len(TEMPLATES)
+    assert cat.dropped == {"placeholders-only": 2, "too-few-constants": 2, "leading-placeholder": 1}
+    assert len(cat) == cat.total - 5
+    assert cat.match("Error: boom") is None
+    assert cat.match("x is ready now") is None
+    assert cat.match("anything: at all") is None
+    m = cat.match("The draft worker has finished loading all of its weights")
+    assert m is not None and m.fields == {"who": "The draft worker"}
+
+
+def test_match_names_the_message(cat):
+    m = cat.match("Load weight begin. avail mem=75.12 GB")
+    assert m == CatalogueMatch(
+        template="Load weight begin. avail mem={} GB",
+        source="srt/model_executor/model_runner.py:234",
+        level="info",
+        kind="log",
+        versions=("0.3.0", "0.5.23"),
+        shared=None,
+        fields={"avail_mem": 75.12},
+    )
+    assert m.sglang_only
+    m = cat.match("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.5 GB, mem usage=14.99 GB.")
+    assert m is not None
+    assert m.fields == {"type": "LlamaForCausalLM", "dtype": "torch.bfloat16", "avail_mem": 60.5, "mem_usage": 14.99}
+
+
+def test_no_match(cat):
+    assert cat.match("Load weight begun. avail mem=75.12 GB") is None
+    assert cat.match("INFO:     127.0.0.1:52314 - \"POST /generate HTTP/1.1\" 200 OK") is None
+    assert cat.match("") is None and cat.match("   ") is None
+    # a full match: text around the message is not the message
+    assert cat.match("oops Load weight begin. avail mem=1 GB") is None
+    assert cat.match("Load weight begin. avail mem=1 GB and more") is None
+
+
+def test_whitespace_is_normalised(cat):
+    m = cat.match("  Load weight begin.\tavail   mem=1.5 GB \r")
+    assert m is not None and m.fields == {"avail_mem": 1.5}
+    m = cat.match("Capture cuda graph begin.  This can take up to several minutes.")
+    assert m is not None and m.versions == ("0.2.0", "0.4.0")
+
+
+def test_typed_fields(cat):
+    m = cat.match("Stats: n=12 rate=3.5 ratio=1e-3 flag=True other=False size=1.2 GB tiny=.5 neg=-7")
+    assert m is not None
+    assert m.fields == {"n": 12, "rate": 3.5, "ratio": 0.001, "flag": True, "other": False, "size": "1.2 GB", "tiny": 0.5, "neg": -7}
+    assert type(m.fields["n"]) is int and type(m.fields["flag"]) is bool
+    m = cat.match("Stats: n=None rate=[1, 2] ratio=nan flag=true other=0x10 size=1,000 tiny=v1 neg=3.")
+    assert m is not None
+    assert m.fields == {"n": "None", "rate": "[1, 2]", "ratio": "nan", "flag": "true", "other": "0x10", "size": "1,000", "tiny": "v1", "neg": 3.0}
+
+
+def test_placeholder_names_are_unique_and_never_empty(cat):
+    m = cat.match("Pair 1 and b and c d")
+    assert m is not None and m.fields == {"x": 1, "x_2": "b", "arg2": "c d"}
+
+
+def test_braces_and_placeholders_inside_words(cat):
+    m = cat.match("Received config {model: llama} from the router")
+    assert m is not None and m.fields == {"model": "llama"}
+    m = cat.match("Capturing layer12 of the draft model")
+    assert m is not None and m.fields == {"i": 12}
+
+
+def test_an_empty_placeholder_collapses_with_its_space(cat):
+    m = cat.match("Loading model  from the local disk")
+    assert m is not None and m.fields == {"name": ""}
+    m = cat.match("Loading model Qwen/Qwen3-8B from the local disk")
+    assert m is not None and m.fields == {"name": "Qwen/Qwen3-8B"}
+
+
+def test_the_most_specific_template_wins(cat):
+    m = cat.match("Scheduler hit an exception: Traceback (most recent call last):")
+    assert m is not None and m.source == "srt/managers/scheduler.py:2"
+    assert m.fields == {"rest": "(most recent call last):"}
+    m = cat.match("Scheduler hit an exception: RuntimeError: CUDA error")
+    assert m is not None and m.source == "srt/managers/scheduler.py:1"
+    # exact text beats a placeholder, whatever the versions, when no version is given
+    m = cat.match("Init torch distributed begin.")
+    assert m is not None and m.source == "srt/old.py:10" and m.fields == {}
+
+
+def test_the_log_version_decides_first(cat):
+    assert cat.match("Init torch distributed begin.", version="0.2.0").source == "srt/old.py:10"
+    m = cat.match("Init torch distributed begin.", version="0.5.10")
+    assert m.source == "srt/new.py:20" and m.fields == {"what": "begin"}
+    # no template has the version: the most specific still names it
+    assert cat.match("Init torch distributed end.", version="0.1.3").source == "srt/new.py:20"
+
+
+def test_same_text_in_two_eras_newest_unless_the_version_says(cat):
+    line = "Server is ready to accept requests on port 30000"
+    assert cat.match(line).source == "srt/entrypoints/http_server.py:9"
+    assert cat.match(line, version="0.2.0").source == "server_old.py:5"
+    assert cat.match(line, version="0.4.6.post5").versions == ("0.4.6.post5", "0.5.23")
+    # a release between mined ones counts as the newest mined one before it
+    assert cat.match(line, version="0.4.5").source == "server_old.py:5"
+    assert cat.match(line, version="0.4.6.post6").source == "srt/entrypoints/http_server.py:9"
+    # a future release counts as the newest mined one; a non-version is ignored
+    assert cat.match(line, version="0.7.1").source == "srt/entrypoints/http_server.py:9"
+    assert cat.match(line, version="main").source == "srt/entrypoints/http_server.py:9"
+    assert cat.match(line, version="").source == "srt/entrypoints/http_server.py:9"
+
+
+def test_shared_messages_are_not_sglang_only(cat):
+    m = cat.match("Downcasting torch.float32 to torch.float16 for the custom allreduce")
+    assert m is not None and m.shared == "vllm" and not m.sglang_only
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("0.5.10", "0.5.9"),
+        ("0.5.10.post1", "0.5.10"),
+        ("0.5.10", "0.5.10rc1"),
+        ("0.4.6.post5", "0.4.6.post4"),
+        ("v0.3.1", "0.3.0"),
+        ("1.0", "0.5.23"),
+    ],
+)
+def test_version_order(a, b):
+    assert catalog.version_key(a) > catalog.version_key(b)
+
+
+def test_version_key_edge_cases():
+    assert catalog.version_key("0.5") == catalog.version_key("0.5.0")
+    assert catalog.version_key("0.4.1+cu121") == catalog.version_key("0.4.1")
+    assert catalog.version_key("main") is None and catalog.version_key("") is None
+
+
+# ---- a missing or corrupt file
+
+
+def test_catalogue_error_is_an_internal_error():
+    assert issubclass(CatalogueError, InternalError) and CatalogueError.exit_code is ExitCode.INTERNAL
+
+
+def test_missing_file_names_it(tmp_path):
+    p = tmp_path / "nope.json.gz"
+    with pytest.raises(CatalogueError, match="nope.json.gz"):
+        catalog.load(p)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x1f\x8b\x08\x00 not really gzip",
+        "gzip-ok-json-bad",
+        {"schema": 2, "releases": [], "templates": []},
+        {"schema": 1, "templates": []},
+        {"schema": 1, "releases": RELEASES, "templates": [{"p": []}]},
+        {"schema": 1, "releases": RELEASES, "templates": [T("Load weight begin. avail mem={} GB", ["m"], (0, 9))]},
+        [1, 2, 3],
+    ],
+    ids=["bad-gzip", "bad-json", "schema", "no-releases", "no-text", "bad-versions", "not-an-object"],
+)
+def test_corrupt_file_names_it(tmp_path, payload):
+    p = tmp_path / "broken.json.gz"
+    if isinstance(payload, bytes):
+        p.write_bytes(payload)
+    elif isinstance(payload, str):
+        write(p, payload.encode())
+    else:
+        write(p, payload)
+    with pytest.raises(CatalogueError, match="broken.json.gz"):
+        catalog.load(p)
+
+
+# ---- the shipped catalogue, on real lines
+
+SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "lines" / "catalog_sample.log"
+PREFIX = re.compile(r"\[(?:gpu=\d+|[^\]]*\d\d:\d\d:\d\d[^\]]*)\] ")
+
+# (template, source module) per `# sglang` line of the sample, in order: 0.2.13, 0.3.x, 2024, 0.5.x
+EXPECTED = [
+    ("Init nccl begin.", "srt/model_executor/model_runner.py"),
+    ("Load weight begin. avail mem={} GB", "srt/model_executor/model_runner.py"),
+    ("max_total_num_tokens={}, max_prefill_tokens={}, max_running_requests={}, context_len={}", "srt/managers/scheduler.py"),
+    ("Capture cuda graph begin. This can take up to several minutes.", "srt/model_executor/model_runner.py"),
+    ("Exception in run_tp_server:", "srt/managers/tp_worker.py"),
+    ("Processor tokenizer for {}", "srt/utils/hf_transformers/processor.py"),
+    ("Prefill transfer failed for request rank={}", "srt/disaggregation/prefill.py"),
+    ("Scheduler hit an exception: {}", "srt/managers/scheduler.py"),
+    ("Received sigquit from a child process.", "srt/entrypoints/engine.py"),
+]
+
+
+def sample() -> tuple[list[str], list[str]]:
+    ours: list[str] = []
+    other: list[str] = []
+    kind = None
+    for line in SAMPLE.read_text().splitlines():
+        if line.startswith("# "):
+            kind = line.split()[1]
+            continue
+        (ours if kind == "sglang" else other).append(PREFIX.sub("", line, count=1))
+    return ours, other
+
+
+def test_the_shipped_catalogue_loads():
+    cat = catalog.load()
+    assert cat is catalog.load()
+    assert cat.releases[0] == "0.1.3" and len(cat.releases) > 100
+    assert len(cat) > 10_000
+    assert sum(cat.dropped.values()) == cat.total - len(cat) > 0
+
+
+def test_real_sglang_messages_are_named():
+    cat = catalog.load()
+    ours, _ = sample()
+    assert len(ours) == len(EXPECTED)
+    for message, (template, module) in zip(ours, EXPECTED):
+        m = cat.match(message)
+        assert m is not None, message
+        assert m.template.startswith(template) and m.source.split(":")[0] == module, (message, m)
+        assert m.sglang_only
+
+
+def test_other_programs_lines_are_not_sglang_only_matches():
+    cat = catalog.load()
+    _, other = sample()
+    assert len(other) == 3
+    for line in other:
+        m = cat.match(line)
+        assert m is None or not m.sglang_only, (line, m)
