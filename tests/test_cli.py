@@ -182,3 +182,31 @@ def test_text_says_phases_in_words_and_no_markup(capsys, monkeypatch):
     assert "*not*" not in out and "that is not an out-of-memory" in out and "diagnose shows each finding's own" in out
     code, out, _ = sglog(capsys, monkeypatch, "diff", "-f", "markdown", str(STORY / "baseline-cgbs128.log"), str(STORY / "eagle3-5step.log"))
     assert "-&gt;" not in out and "default → explicit" in out and "speculation-slower-than-baseline" not in out
+
+
+# ------------------------------------------------------------------ widths
+
+
+def test_one_width_when_piped_and_no_word_split(capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for args in (["runs", str(OOM), str(FIXED)], ["diff", str(OOM), str(FIXED)], ["diagnose", str(OOM)]):
+        _, out, _ = sglog(capsys, monkeypatch, *args)
+        text = out.split("Suggested launch command change:")[0]  # (the command is kept whole: it is pasted)
+        assert max(map(len, text.splitlines())) <= 120, args  # (piped: 120 columns for every command)
+    _, out, _ = sglog(capsys, monkeypatch, "runs", str(OOM), str(FIXED))
+    assert max(map(len, out.splitlines())) == 120
+    monkeypatch.setenv("COLUMNS", "200")
+    _, out, _ = sglog(capsys, monkeypatch, "timeline", str(STORY / "baseline-cgbs128.log"))
+    assert "2026-02-27 09:23:00" in out  # (the time column does not wrap)
+    monkeypatch.setenv("COLUMNS", "120")
+    _, out, _ = sglog(capsys, monkeypatch, "runs", str(OOM), str(FIXED))
+    cells = [c.strip() for line in out.splitlines() for c in line.split("│")]
+    assert "eagle3-oom-auto.log#1" in cells and "version" in out
+
+
+def test_evidence_keeps_the_part_it_is_evidence_of(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    _, out, _ = sglog(capsys, monkeypatch, "diagnose", str(OOM))
+    server_args = next(line for line in out.splitlines() if "eagle3-oom-auto.log:4 " in line)
+    assert "mem_fraction_static=0.76" in server_args and server_args.rstrip().endswith("…")
+    assert not any(line.rstrip().endswith(("i …", "fracti …")) for line in out.splitlines())

@@ -37,10 +37,28 @@ def stderr_console():
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
 
 
+PIPED_WIDTH = 120  # the width of every command's text when stdout is not a terminal
+
+
+def output_width(stream=None) -> int:
+    """The one width rule of every command: ``COLUMNS`` if set, else the terminal's, else 120 (piped)."""
+    try:
+        return max(60, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        pass
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return max(60, os.get_terminal_size(stream.fileno()).columns)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return PIPED_WIDTH
+
+
 def stdout_console():
     from rich.console import Console
 
-    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=False)
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=False, width=output_width())
 
 
 def write_text(text: str, out: Path | None) -> None:

@@ -34,14 +34,10 @@ def use_color(stream) -> bool:
 
 
 def term_width(default: int = 120) -> int:
-    try:
-        return max(60, int(os.environ.get("COLUMNS", "")))
-    except ValueError:
-        pass
-    try:
-        return max(60, os.get_terminal_size().columns)
-    except OSError:
-        return default
+    """The output width (``_common.output_width``: one rule for every command)."""
+    from sglog.commands._common import output_width
+
+    return output_width()
 
 
 @app.command(

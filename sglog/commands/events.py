@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
-from sglog.commands._common import TableFormat, stdout_console, write_frame, write_text
+from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_text
 
 
 @app.command(
@@ -60,7 +60,7 @@ def events(
     if fmt == TableFormat.table:
         from sglog.render.tables import events_table
 
-        stdout_console().print(events_table(rows))
+        stdout_console().print(events_table(rows, width=output_width()))
         return
     import polars as pl
 

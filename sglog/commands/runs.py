@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
-from sglog.commands._common import TableFormat, stdout_console, write_frame, write_table, write_text
+from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
 
 
 @app.command(
@@ -41,7 +41,7 @@ def runs(
         return
     from sglog.render.tables import runs_table
 
-    write_table(runs_table([r.summary() for r in found]), output)
+    write_table(runs_table([r.summary() for r in found], width=output_width() if output is None else 120), output)
 
 
 @app.command(
@@ -77,6 +77,6 @@ def timeline(
     if fmt == TableFormat.table:
         from sglog.render.tables import frame_table
 
-        stdout_console().print(frame_table(frame))
+        stdout_console().print(frame_table(frame, width=output_width()))
         return
     write_frame(frame, TableFormat.jsonl if fmt == TableFormat.json else fmt, output)

@@ -62,24 +62,40 @@ def _spec(spec: dict[str, Any] | None) -> str | None:
     return f"{algo}" + (f" ({', '.join(bits)})" if bits else "")
 
 
-def excerpt(text: str | None, note: str | None, width: int = EVIDENCE_WIDTH) -> str:  # noqa: C901
-    """One evidence line, shortened around what the note points at (``key=value``)."""
+def excerpt(text: str | None, note: str | None, width: int = EVIDENCE_WIDTH, needles: tuple[str, ...] = ()) -> str:
+    """One evidence line in ``width`` characters, keeping the part it is evidence of.
+
+    That part is the first of the note's ``key=`` names and ``needles`` (the fix's flags, as
+    ``--flag`` and ``field``) found in the line: when a plain cut would lose it, the line's head
+    (its ``[time rank]`` envelope) is kept, then `` … `` and the text from the match on.  Every cut
+    is at a space or comma and shows an ellipsis, never inside a word or number.
+
+    >>> line = "[2026-02-27 10:04:51] server_args=ServerArgs(model_path='m', tp_size=8, mem_fraction_static=0.76, port=30000)"
+    >>> excerpt(line, None, 60, ("mem_fraction_static",))
+    '[2026-02-27 10:04:51] … mem_fraction_static=0.76, …'
+    >>> excerpt(line, None, 70)
+    "[2026-02-27 10:04:51] server_args=ServerArgs(model_path='m', …"
+    """
+    from sglog.render.text import clip
+
     t = (text or "").replace("\t", " ").rstrip()
     if len(t) <= width:
         return t
-    if note:
-        keys = [part.split("=", 1)[0] + "=" for part in note.replace(",", " ").split() if "=" in part] or [note]
-        for key in keys:
-            i = t.find(key)
-            if i > 0:
-                head = t[: min(24, width // 4)]
-                start = max(len(head), i - 10)
-                piece = t[start : start + width - len(head) - 5]
-                return f"{head} … {piece}" + (" …" if start + len(piece) < len(t) else "")
-    return t[: width - 2] + " …"
-
-
-# ------------------------------------------------------------------ launch command
+    keys = [part.split("=", 1)[0] + "=" for part in (note or "").replace(",", " ").split() if "=" in part] or ([note] if note else [])
+    for key in [*keys, *needles]:
+        i = t.find(key) if key else -1
+        if i < 0:
+            continue
+        plain = clip(t, width)
+        if i + len(key) <= len(plain) - 2:  # (the plain cut keeps it)
+            return plain
+        env = t.find("] ")
+        head = t[: env + 1] if 0 < env < min(48, width // 2) else clip(t[: width // 4], width // 4).removesuffix(" …")
+        start = max(t.rfind(sep, 0, i) for sep in (" ", ",", "(")) + 1
+        if i - start > 16:
+            start = i
+        return f"{head} … " + clip(t[start:], max(width - len(head) - 3, len(key) + 2))
+    return clip(t, width)
 
 
 def patch_command(command: str, args: dict[str, str | None]) -> str:
@@ -181,6 +197,12 @@ def _indented(text: Text, left: int = 4) -> Padding:
     return Padding(text, (0, 0, 0, left), expand=False)
 
 
+def _needles(f: Finding) -> tuple[str, ...]:
+    """What a finding's evidence lines are evidence of: its fix's flags, as ``--flag`` and as ``field``."""
+    flags = list((f.fix.args or {}) if f.fix is not None else {})
+    return tuple(dict.fromkeys(w for flag in flags for w in (flag.lstrip("-").replace("-", "_") + "=", flag)))
+
+
 def _finding(f: Finding, files: set[str], width: int) -> list:
     out: list = []
     head = Text("  ")
@@ -189,20 +211,20 @@ def _finding(f: Finding, files: set[str], width: int) -> list:
     head.append(f.name, style="bold")
     out.append(head)
     out.append(_indented(Text(f.message)))
+    needles = _needles(f)
     for e in f.evidence:
         where = _basename(e.file) if len(files) <= 1 else e.file
-        if e.line is None:
-            t = Text("    ")
-            t.append(f"{where}: ", style="dim")
+        if e.line is None:  # (a note: it wraps under itself, not back to column 0)
+            t = Text(f"{where}: ", style="dim")
             t.append(e.note or "", style="italic")
-            out.append(t)
+            out.append(_indented(t))
             continue
         t = Text("    ", no_wrap=True, overflow="ellipsis")
         loc = f"{where}:{e.line}"
         t.append(loc, style="dim")
         t.append("  ")
         room = max(40, width - len(loc) - 7)
-        t.append(excerpt(e.text, e.note, room))
+        t.append(excerpt(e.text, e.note, room, needles))
         if e.note and e.text and len(e.text) + len(e.note) + 5 <= room:
             t.append(f"   ({e.note})", style="dim italic")
         out.append(t)
