@@ -210,3 +210,28 @@ def test_evidence_keeps_the_part_it_is_evidence_of(capsys, monkeypatch):
     server_args = next(line for line in out.splitlines() if "eagle3-oom-auto.log:4 " in line)
     assert "mem_fraction_static=0.76" in server_args and server_args.rstrip().endswith("…")
     assert not any(line.rstrip().endswith(("i …", "fracti …")) for line in out.splitlines())
+
+
+# ------------------------------------------------------------------ exports: one typed schema
+
+
+def test_event_exports_share_one_schema(capsys, monkeypatch, tmp_path):
+    import csv as csvlib
+
+    import polars as pl
+
+    _, out, _ = sglog(capsys, monkeypatch, "events", str(OOM), "-k", "weight_load_begin", "-f", "jsonl")
+    first = json.loads(out.splitlines()[0])
+    parquet, csv = tmp_path / "e.parquet", tmp_path / "e.csv"
+    sglog(capsys, monkeypatch, "events", str(OOM), "-k", "weight_load_begin", "-f", "parquet", "-o", str(parquet))
+    sglog(capsys, monkeypatch, "events", str(OOM), "-k", "weight_load_begin", "-f", "csv", "-o", str(csv))
+    frame = pl.read_parquet(parquet)
+    row = next(csvlib.DictReader(csv.open()))
+    assert frame.schema["ts"] == pl.Datetime("us") and str(frame["ts"][0]) == first["ts"]  # (the API's datetime)
+    assert first["rank"] == frame["rank"][0] == row["rank"] and first["rank"].startswith("TP")
+
+
+def test_timeline_numbers_are_rounded_in_csv(capsys, monkeypatch):
+    _, out, _ = sglog(capsys, monkeypatch, "timeline", str(STORY / "baseline-cgbs128.log"), "-f", "csv")
+    numbers = [c for line in out.splitlines()[1:] for c in line.split(",") if "." in c and c.replace(".", "").isdigit()]
+    assert numbers and all(len(n.split(".")[1]) <= 6 for n in numbers)

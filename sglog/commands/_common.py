@@ -91,8 +91,13 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     import io
     import json
 
+    import polars as pl
+
     from sglog.errors import UsageError
 
+    # the same values in every format: floats rounded to 6 decimals (a sum of log values printed
+    # 29.759999999999998 in CSV)
+    frame = frame.with_columns(pl.col(pl.Float32, pl.Float64).round(6))
     if fmt == TableFormat.parquet:
         if out is None:
             raise UsageError("--format parquet needs -o FILE")

@@ -54,7 +54,7 @@ def events(
             if not wanted or d["kind"] in wanted:
                 rows.append(d)
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
-        text = "".join(json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in rows)
+        text = "".join(json.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in rows)
         write_text(text, output)
         return
     if fmt == TableFormat.table:
@@ -64,8 +64,18 @@ def events(
         return
     import polars as pl
 
-    frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items() if k != "rank"} | {"rank": _rank_label(r.get("rank"))} for r in rows], infer_schema_length=None)
+    frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in _exported(r).items()} for r in rows], infer_schema_length=None)
+    if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
+        # (a datetime, as in the Python API, when every event's time has its date)
+        parsed = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+        if parsed.null_count() == frame["ts"].null_count():
+            frame = frame.with_columns(parsed.alias("ts"))
     write_frame(frame, fmt, output)
+
+
+def _exported(row: dict) -> dict:
+    """An event as every export format writes it: the rank as its label (``TP0``, ``TP1 DP0``)."""
+    return row | {"rank": _rank_label(row.get("rank"))} if "rank" in row else row
 
 
 def _check_kinds(kinds: list[str]) -> None:
