@@ -15,6 +15,7 @@ rates as fractions 0..1 (percent values are divided by 100).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,7 +83,9 @@ def guess(text: str) -> Any:
     if t == "None":
         return None
     if _NUM.match(t):
-        return int(t) if re.fullmatch(r"-?\d+", t) else float(t)
+        if re.fullmatch(r"-?\d+", t):
+            return _in_range(int(t)) if len(t) <= 20 else None  # (int() refuses 4,300 digits or more)
+        return _in_range(float(t))
     m = _WITH_UNIT.match(t)
     if m:
         unit = m.group(2)
@@ -103,14 +106,32 @@ def guess(text: str) -> Any:
     return t
 
 
+_INT64 = 1 << 63
+
+
+def _in_range(v: int | float) -> int | float | None:
+    """A number a frame column can hold (int64, a finite float), else None: out-of-range values
+    become null and the line is kept (#28: a 20-digit rank, 1e400)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    return v if -_INT64 <= v < _INT64 else None
+
+
 def to_int(text: str) -> int | None:
     v = guess(text)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (math.isfinite(v) and -_INT64 <= v < _INT64):
+        return None  # (1e308 in an integer field)
+    return int(v)
 
 
 def to_float(text: str) -> float | None:
     v = guess(text)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
 
 
 def to_bool(text: str) -> bool | None:

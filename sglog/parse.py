@@ -392,7 +392,7 @@ def parse_source(
 
     def drain(records: list[Record]) -> None:
         for rec in records:
-            ev = rp(rec)
+            ev = _read_record(rp, rec)
             if outer:
                 parts = outer.pop(rec.line, None)
                 for n in range(rec.line + 1, rec.end_line + 1):
@@ -510,6 +510,16 @@ def parse_source(
         setattr(log, attr, fastpath.concat_frames(parts))
     under_way.set()
     return log
+
+
+def _read_record(rp: RecordParser, rec: Record) -> Event:
+    """``rp(rec)``, or an ``unparsed`` event with the record's lines kept when its message nests
+    deeper than the parser's recursion reaches (500 brackets in a server_args value, #28)."""
+    try:
+        return rp(rec)
+    except RecursionError:
+        text = "\n".join(rec.raw)
+        return make("unparsed", fields={"message": text[:2000]}, file=rp.file, line=rec.line, end_line=rec.end_line, text=text)
 
 
 def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter:

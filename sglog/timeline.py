@@ -152,8 +152,28 @@ def _retraction_frame(run) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"ts": pl.Datetime("ms")})
 
 
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+WINDOW_MAX_SECONDS = 366 * 86400
+
+
+def check_window(every: str) -> str:
+    """``every`` as polars reads it (a positive whole number and one of s, m, h, d, at most a
+    year), else a UsageError: 0s, -5s or 10^20 s made polars panic (#28)."""
+    from sglog.errors import UsageError
+
+    text = every.strip()
+    num, unit = text[:-1], text[-1:]
+    if unit not in _UNIT_SECONDS or not num.isascii() or not num.isdigit() or len(num) > 12:
+        raise UsageError(f"--window {every!r}: use a whole number and a unit (s, m, h, d), e.g. 10s, 1m")
+    seconds = int(num) * _UNIT_SECONDS[unit]
+    if seconds <= 0 or seconds > WINDOW_MAX_SECONDS:
+        raise UsageError(f"--window {every!r}: the width must be from 1s to 366d")
+    return f"{int(num)}{unit}"
+
+
 def windows(run, every: str = "10s") -> pl.DataFrame:
     """Aggregate the batch frame into fixed windows (columns: schema.WINDOW_COLUMNS)."""
+    every = check_window(every)
     b = run.batches
     if b.height == 0 or "ts" not in b.columns:
         return pl.DataFrame(schema={c: pl.Float64 for c in schema.WINDOW_COLUMNS})

@@ -437,3 +437,93 @@ def test_a_stream_keeps_a_bounded_copy(monkeypatch):
         os.waitpid(pid, 0)
         inputs._sources.pop(name, None)
         os.close(r)
+
+
+# ------------------------------------------------------------ overflow and odd numbers
+
+
+def _strict_json(text: str):
+    def refuse(name):
+        raise AssertionError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _odd_number_logs(tmp_path: Path) -> dict[str, Path]:
+    base = STORY.read_text()
+    batch = "[2026-02-23 10:16:5{i} TP0] Decode batch, #running-req: {run}, #token: {tok}, token usage: 0.01, cuda graph: True, gen throughput (token/s): {tps}, #queue-req: 0"
+    cases = {
+        "e308": [batch.format(i=1, run="1e308", tok="99999999999999999999", tps="1e308"), batch.format(i=2, run="8", tok="9" * 5000, tps="1e400")],
+        "rank20": ["[2026-02-23 10:16:53 TP99999999999999999999] Decode batch, #running-req: 1, #token: 9, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0"],
+    }
+    out = {}
+    for name, extra in cases.items():
+        p = tmp_path / f"{name}.log"
+        p.write_text(base + "\n".join(extra) + "\n")
+        out[name] = p
+    nested = tmp_path / "nested.log"
+    nested.write_text(base.replace("server_args=ServerArgs(", "server_args=ServerArgs(weird=" + "[" * 500 + "]" * 500 + ", ", 1))
+    assert "[" * 500 in nested.read_text()
+    out["nested"] = nested
+    return out
+
+
+@pytest.mark.parametrize("command", ["diagnose", "events", "runs", "timeline", "report"])
+def test_odd_numbers_never_crash(tmp_path, command):
+    for name, path in _odd_number_logs(tmp_path).items():
+        args = [command, str(path)] + (["-o", str(tmp_path / f"report-{name}")] if command == "report" else [])
+        r = run(*args)
+        err = r.stderr.decode()
+        assert r.returncode in (0, 1), (name, r.returncode, err[-600:])
+        assert "Traceback" not in err and "internal error" not in err, (name, err[-600:])
+
+
+def test_out_of_range_values_are_null_and_the_line_is_kept(tmp_path):
+    logs = _odd_number_logs(tmp_path)
+    want = _line_count(logs["e308"])
+    assert stats(logs["e308"])["lines"] == want
+    rows = [json.loads(x) for x in run("events", "--format", "jsonl", str(logs["e308"])).stdout.decode().splitlines()]
+    last = [r for r in rows if r.get("kind") == "decode_batch"][-2:]
+    assert last[0].get("running_req") is None and last[0]["gen_throughput"] == 1e308  # (1e308 in an integer field; a float may be that large)
+    assert last[1].get("gen_throughput") is None and all(r.get("token") is None for r in last) and last[1]["running_req"] == 8
+    assert stats(logs["nested"])["lines"] == _line_count(logs["nested"])
+
+
+def test_numeric_converters_never_overflow():
+    from sglog.events import guess, to_float, to_int
+
+    assert to_int("1e308") is None and to_int("99999999999999999999") is None and to_int("9" * 5000) is None
+    assert to_int("9223372036854775807") == 2**63 - 1 and to_int("12") == 12
+    assert to_float("1e400") is None and to_float("1e308") == 1e308 and to_float("nan") is None
+    assert guess("-9" * 3000) == "-9" * 3000 or guess("-9" * 3000) is None  # (not a number: kept as text)
+    assert guess("9" * 5000) is None and guess("2.5") == 2.5
+
+
+@pytest.mark.parametrize("width", ["0s", "-5s", "0m", "99999999999999999999s", "1.5s", "400d", "10", "s", "10 s"])
+def test_timeline_window_must_be_sane(width):
+    assert_clean_error(run("timeline", "-w", width, str(FIXTURES / "logs" / "story" / "baseline-cgbs128.log")), 2, "--window")
+
+
+def test_diff_json_is_strict_json(tmp_path):
+    """A throughput of 1.7e308 makes a mean overflow to inf: JSON null, never ``Infinity``."""
+    base = (FIXTURES / "logs" / "story" / "baseline-cgbs128.log").read_text()
+    import re
+
+    a, b = tmp_path / "tiny.log", tmp_path / "huge.log"
+    a.write_text(re.sub(r"gen throughput \(token/s\): [0-9.]+", "gen throughput (token/s): 0.000001", base))
+    b.write_text(re.sub(r"gen throughput \(token/s\): [0-9.]+", "gen throughput (token/s): 1.7e308", base))
+    r = run("diff", "--format", "json", str(a), str(b))
+    assert r.returncode in (0, 1), r.stderr.decode()
+    doc = _strict_json(r.stdout.decode())
+    assert "1.7e+308" in r.stdout.decode()  # (the input did reach the document)
+    for fmt in ("json",):
+        for cmd in (["diagnose"], ["runs"], ["events", "--stats"]):
+            out = run(*cmd, "--format", fmt, str(b))
+            _strict_json(out.stdout.decode())
+
+
+def test_the_json_writer_writes_null_for_non_finite():
+    from sglog import jsonout
+
+    assert jsonout.dumps({"a": float("inf"), "b": [float("-inf"), float("nan"), 1.0], "c": (2.0,)}) == '{"a": null, "b": [null, null, 1.0], "c": [2.0]}'
+    assert jsonout.dumps({"x": 1}, indent=2) == '{\n  "x": 1\n}'

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
 
 
@@ -87,7 +88,7 @@ def diagnose(
     except DiagnoseError as e:
         raise UsageError(str(e.args[0])) from None
     if fmt == DiagnoseFormat.json:
-        sys.stdout.write(json.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(jsonout.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n")
     else:
         from sglog.render.diagnose import render_rich
 

@@ -16,6 +16,7 @@ from sglog.commands._common import ReportFormat, stdout_console, write_text
     example="""
 sglog diff before.log after.log
 sglog diff server.log#1 server.log#2
+from sglog import jsonout
 sglog diff -f markdown before.log after.log -o diff.md
 """,
 )
@@ -37,7 +38,7 @@ def diff(
     if fmt == ReportFormat.json:
         import json
 
-        write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", output)
+        write_text(jsonout.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", output)
         return
     if fmt == ReportFormat.markdown:
         from sglog.render.diff import render_markdown

@@ -9,6 +9,7 @@ import typer
 
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_text
+from sglog import jsonout
 
 
 @app.command(
@@ -41,7 +42,7 @@ def events(
     if stats:
         doc = {"files": [p.stats() for p in parsed]}
         if fmt in (TableFormat.json, TableFormat.jsonl):
-            write_text(json.dumps(doc, indent=2), output)
+            write_text(jsonout.dumps(doc, indent=2), output)
             return
         from sglog.render.tables import stats_table
 
@@ -54,7 +55,7 @@ def events(
             if not wanted or d["kind"] in wanted:
                 rows.append(d)
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
-        text = "".join(json.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in rows)
+        text = "".join(jsonout.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in rows)
         write_text(text, output)
         return
     if fmt == TableFormat.table:

@@ -23,6 +23,7 @@ import typer
 from sglog.cli import app
 from sglog.commands._common import stderr_console, stdout_console
 from sglog.commands.diagnose import FailOn
+from sglog import jsonout
 
 REPORT_DIR = Path("reports") / "repro"
 CRASH_EXIT_GRACE = 5.0  # s to let a crashed server exit on its own before sglog stops it
@@ -175,7 +176,7 @@ def _print_plan(plan) -> None:
 
 
 def _write_json(doc) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(jsonout.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
+from sglog import jsonout
 
 
 class RulesFormat(str, Enum):
@@ -45,7 +46,7 @@ def rules(
                 for r in chosen
             ],
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(jsonout.dumps(doc, indent=2) + "\n")
         return
     from sglog.render.diagnose import rules_table
 

@@ -9,6 +9,7 @@ import typer
 
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
+from sglog import jsonout
 
 
 @app.command(
@@ -32,7 +33,7 @@ def runs(
     found = load_runs(logs)
     if fmt == TableFormat.json:
         doc = {"schema_version": 1, "runs": [r.summary() | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
-        write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
+        write_text(jsonout.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
         return
     if fmt != TableFormat.table:
         from sglog.render.export import runs_frame

@@ -18,13 +18,14 @@ from sglog.report.charts import chart_specs, to_png, to_svg
 from sglog.report.collect import collect, pick_window
 from sglog.report.markdown import render_markdown, title
 from sglog.report.model import Report
+from sglog import jsonout
 
 __all__ = ["Report", "chart_specs", "collect", "pick_window", "render_files", "render_markdown", "spec_json"]
 
 
 def spec_json(spec: dict[str, Any]) -> str:
     """A chart spec as stable JSON (sorted keys): what the snapshots and the example reports keep."""
-    return json.dumps(spec, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    return jsonout.dumps(spec, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def render_files(report: Report, *, png: bool = True, svg: bool = True, html: bool = True) -> dict[str, bytes]:

@@ -16,6 +16,7 @@ import html
 import json
 from functools import lru_cache
 from typing import Any
+from sglog import jsonout
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2328;margin:0;background:#fff}
@@ -71,7 +72,7 @@ def _script_safe(js: str) -> str:
 
 
 def _json_for_script(spec: dict[str, Any]) -> str:
-    text = json.dumps(spec, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    text = jsonout.dumps(spec, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
