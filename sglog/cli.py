@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import Enum
 from typing import Annotated, Any, Optional
 
 # polars' allocator (jemalloc), through its documented setting: hand freed pages back after 1 s
@@ -64,6 +65,12 @@ app = App(
 )
 
 
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
 def _version(value: bool) -> None:
     if value:
         from sglog import __version__
@@ -76,8 +83,12 @@ def _version(value: bool) -> None:
 def _root(
     ctx: typer.Context,
     version: Annotated[Optional[bool], typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = None,
+    color: Annotated[Color, typer.Option("--color", metavar="WHEN", help="Colour: auto (a terminal, FORCE_COLOR and NO_COLOR honoured), always or never.")] = Color.auto,
 ) -> None:
     """Log forensics and post-mortems for SGLang inference servers."""
+    from sglog.commands._common import COLOR
+
+    COLOR["when"] = color.value
     if ctx.invoked_subcommand is None:  # `sglog` alone: the help, exit 0
         sys.stdout.write(ctx.get_help() + "\n")
         raise typer.Exit(0)

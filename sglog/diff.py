@@ -285,6 +285,15 @@ class DiffResult:
     spec_steps: dict[str, Any] | None
     findings: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def regression(self) -> str | None:
+        """Why B is worse than A, or None: B crashed and A did not, or B decodes significantly slower."""
+        if self.b.status == "crashed" and self.a.status != "crashed":
+            return f"B crashed ({self.b.ending}) and A did not"
+        if self.verdict.kind == "slower" and self.verdict.significant:
+            return self.verdict.text
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,

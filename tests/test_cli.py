@@ -130,7 +130,7 @@ def test_help_screens_read_as_usage_lines_do(capsys, monkeypatch, columns):
     _, out, _ = sglog(capsys, monkeypatch, "diff", "--help")
     assert out.startswith("Usage: sglog diff [OPTIONS] RUN_A RUN_B\n")
     _, out, _ = sglog(capsys, monkeypatch, "diagnose", "-h")
-    assert out.startswith("Usage: sglog diagnose [OPTIONS] LOG...\n") and "--fail-on SEVERITY" in out
+    assert out.startswith("Usage: sglog diagnose [OPTIONS] [LOG...]\n") and "--fail-on SEVERITY" in out  # (none: stdin, when piped)
     _, out, _ = sglog(capsys, monkeypatch, "runs", "--help")
     assert "table, json (one document), jsonl (a run per line), csv or parquet" in " ".join(out.split())
 
@@ -143,7 +143,7 @@ def test_version(capsys, monkeypatch):
 
 
 def test_usage_errors_are_one_line_and_exit_2(capsys, monkeypatch):
-    for args, words in ((["diagnose"], "Missing argument 'LOG...'"), (["diagnose", "--nope", str(OOM)], "No such option: --nope"), (["diagnos"], "No such command 'diagnos'"), (["diagnose", "-f", "xml", str(OOM)], "xml")):
+    for args, words in ((["explain"], "Missing argument 'RULE'"), (["diagnose", "--nope", str(OOM)], "No such option: --nope"), (["diagnos"], "No such command 'diagnos'"), (["diagnose", "-f", "xml", str(OOM)], "xml")):
         code, out, err = sglog(capsys, monkeypatch, *args)
         assert code == 2 and out == "" and err.startswith("sglog: error: ") and words in err and err.count("\n") == 1, (args, err)
 
@@ -235,3 +235,77 @@ def test_timeline_numbers_are_rounded_in_csv(capsys, monkeypatch):
     _, out, _ = sglog(capsys, monkeypatch, "timeline", str(STORY / "baseline-cgbs128.log"), "-f", "csv")
     numbers = [c for line in out.splitlines()[1:] for c in line.split(",") if "." in c and c.replace(".", "").isdigit()]
     assert numbers and all(len(n.split(".")[1]) <= 6 for n in numbers)
+
+
+# ------------------------------------------------------------------ conventions of ruff, uv, lnav, jq users
+
+SGLOG = [str(Path(sys.executable).parent / "sglog")]
+
+
+def test_piped_log_without_dash_and_a_directory(tmp_path):
+    import shutil
+    import subprocess
+
+    p = subprocess.run([*SGLOG, "diagnose", "-q", "-f", "json"], stdin=OOM.open("rb"), capture_output=True, timeout=120)
+    assert p.returncode == 1 and json.loads(p.stdout)["findings"], p.stderr
+    for log in (OOM, FIXED):
+        shutil.copy(log, tmp_path / log.name)
+    (tmp_path / "notes.md").write_text("not a log\n")
+    p = subprocess.run([*SGLOG, "runs", "-f", "jsonl", str(tmp_path)], capture_output=True, timeout=120)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = subprocess.run([*SGLOG, "runs", str(empty)], capture_output=True, timeout=120)
+    assert p.returncode == 2 and b"no log files" in p.stderr
+
+
+def test_color_auto_always_never(capsys, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    from sglog.commands import _common
+
+    try:
+        assert "\x1b[" not in sglog(capsys, monkeypatch, "rules")[1]  # (auto, piped)
+        assert "\x1b[" in sglog(capsys, monkeypatch, "--color", "always", "rules")[1]
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        assert "\x1b[" in sglog(capsys, monkeypatch, "rules")[1]
+        assert "\x1b[" not in sglog(capsys, monkeypatch, "--color", "never", "rules")[1]
+        monkeypatch.delenv("FORCE_COLOR")
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert "\x1b[" not in sglog(capsys, monkeypatch, "rules")[1]
+    finally:
+        _common.COLOR["when"] = "auto"
+
+
+def test_diff_fail_on_regression(capsys, monkeypatch):
+    base, spec = STORY / "baseline-cgbs128.log", STORY / "eagle3-5step.log"
+    code, _, err = sglog(capsys, monkeypatch, "diff", "--fail-on", "regression", str(base), str(spec))
+    assert code == 1 and "regression: B (EAGLE3, 5 steps) decodes 20.3% slower" in err
+    assert sglog(capsys, monkeypatch, "diff", "--fail-on", "regression", str(spec), str(base))[0] == 0
+    assert sglog(capsys, monkeypatch, "diff", "--fail-on", "regression", str(FIXED), str(OOM))[0] == 1  # (B crashed, A did not)
+    assert sglog(capsys, monkeypatch, "diff", str(base), str(spec))[0] == 0  # (without --fail-on: 0)
+
+
+def test_diagnose_to_a_file_and_in_ci_formats(capsys, monkeypatch, tmp_path):
+    out = tmp_path / "d.txt"
+    code, stdout, _ = sglog(capsys, monkeypatch, "diagnose", "-q", str(OOM), "-o", str(out))
+    assert code == 1 and stdout == "" and "SGL101 draft-model-exceeds-static-pool" in out.read_text()
+    code, stdout, _ = sglog(capsys, monkeypatch, "diagnose", "-q", "-f", "sarif", str(OOM))
+    doc = json.loads(stdout)
+    assert code == 1 and doc["version"] == "2.1.0" and doc["runs"][0]["tool"]["driver"]["name"] == "sglog"
+    results = doc["runs"][0]["results"]
+    assert results[0]["ruleId"] == "SGL101" and results[0]["level"] == "error"
+    assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("eagle3-oom-auto.log")
+    assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} >= {r["ruleId"] for r in results}
+    code, stdout, _ = sglog(capsys, monkeypatch, "diagnose", "-q", "-f", "github", str(OOM))
+    lines = stdout.splitlines()
+    assert code == 1 and lines[0].startswith("::error file=") and ",line=4,title=SGL101 draft-model-exceeds-static-pool::" in lines[0]
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+
+
+def test_ci_doctests():
+    import doctest
+
+    from sglog.render import ci, diagnose
+
+    assert doctest.testmod(ci).failed == 0 and doctest.testmod(diagnose).failed == 0

@@ -22,6 +22,36 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+LOG_SUFFIXES = (".log", ".txt", ".out", ".gz", ".zst")
+
+
+def log_paths(logs: list[str] | None) -> list[str]:
+    """The command line's logs as paths: none given and stdin piped is ``-`` (``sglog diagnose <
+    server.log``); a directory is its log files (``*.log``, ``*.txt``, ``*.out``, ``.gz``,
+    ``.zst``; sorted, not recursive)."""
+    from sglog.errors import InputError, UsageError
+
+    if not logs:
+        try:
+            piped = not sys.stdin.isatty()
+        except (AttributeError, ValueError):
+            piped = False
+        if not piped:
+            raise UsageError("no log given: name a file or a directory, or pipe one in (- is stdin)")
+        return ["-"]
+    out: list[str] = []
+    for item in logs:
+        path = Path(item)
+        if item != "-" and path.is_dir():
+            found = sorted(str(f) for f in path.iterdir() if f.is_file() and f.name.endswith(LOG_SUFFIXES))
+            if not found:
+                raise InputError(f"{item}: a directory with no log files ({', '.join('*' + s for s in LOG_SUFFIXES)})")
+            out += found
+        else:
+            out.append(item)
+    return out
+
+
 def read_ahead(logs: list[str]) -> None:
     """Start reading the first input's first blocks while the command imports polars and the
     parser (``inputs.prefetch``: the other core reads and decompresses meanwhile, #7)."""
@@ -31,10 +61,34 @@ def read_ahead(logs: list[str]) -> None:
         prefetch(logs[0])
 
 
-def stderr_console():
+COLOR = {"when": "auto"}  # sglog --color auto|always|never (cli._root sets it)
+
+
+def use_color(stream=None) -> bool:
+    """Colour by ``--color``: always, never, or auto = FORCE_COLOR set: yes; NO_COLOR set: no;
+    else only on a terminal (https://no-color.org, https://force-color.org)."""
+    when = COLOR["when"]
+    if when != "auto":
+        return when == "always"
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return (stream or sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _console(stream, **kw):
     from rich.console import Console
 
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+    color = use_color(stream)
+    return Console(force_terminal=color, no_color=not color, color_system="standard" if color else None, highlight=False, **kw)
+
+
+def stderr_console():
+    return _console(sys.stderr, stderr=True)
 
 
 PIPED_WIDTH = 120  # the width of every command's text when stdout is not a terminal
@@ -56,9 +110,7 @@ def output_width(stream=None) -> int:
 
 
 def stdout_console():
-    from rich.console import Console
-
-    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=False, width=output_width())
+    return _console(sys.stdout, soft_wrap=False, width=output_width())
 
 
 def write_text(text: str, out: Path | None) -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from sglog import jsonout
 from sglog.cli import app
+from sglog import jsonout
 
 
 class DiagnoseFormat(str, Enum):
     rich = "rich"
     json = "json"
+    sarif = "sarif"  # SARIF 2.1.0, for code-scanning uploads
+    github = "github"  # GitHub Actions annotations (::error file=...,line=...::...)
 
 
 class FailOn(str, Enum):
@@ -25,13 +28,10 @@ class FailOn(str, Enum):
 
 
 def use_color(stream) -> bool:
-    """Colour only on a terminal, and never with NO_COLOR set."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+    """``_common.use_color``: ``--color``, FORCE_COLOR, NO_COLOR, a terminal."""
+    from sglog.commands._common import use_color as rule
+
+    return rule(stream)
 
 
 def term_width(default: int = 120) -> int:
@@ -50,8 +50,9 @@ sglog diagnose -f json server.log.gz | jq '.findings[].code'
 """,
 )
 def diagnose(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst) or - for stdin; files of one launch merge into one run.")],
-    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal) or json.")] = DiagnoseFormat.rich,
+    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped); files of one launch merge into one run.", show_default=False)] = None,
+    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json, sarif (SARIF 2.1.0) or github (Actions annotations).")] = DiagnoseFormat.rich,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info.")] = FailOn.error,
     select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
@@ -60,8 +61,9 @@ def diagnose(
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
     import json
 
-    from sglog.commands._common import read_ahead
+    from sglog.commands._common import log_paths, read_ahead
 
+    logs = log_paths(logs)
     read_ahead(logs)
 
     from sglog.errors import NotSGLangLog, UsageError
@@ -87,13 +89,29 @@ def diagnose(
         findings = diagnose_runs(runs, select=select, ignore=ignore)
     except DiagnoseError as e:
         raise UsageError(str(e.args[0])) from None
+    from sglog.commands._common import PIPED_WIDTH, write_text
+
     if fmt == DiagnoseFormat.json:
-        sys.stdout.write(jsonout.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n")
+        text = jsonout.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n"
+    elif fmt == DiagnoseFormat.sarif:
+        from sglog.render.ci import sarif
+        from sglog.rules import RULES
+
+        text = sarif(findings, RULES)
+    elif fmt == DiagnoseFormat.github:
+        from sglog.render.ci import github
+
+        text = github(findings)
     else:
         from sglog.render.diagnose import render_rich
 
-        sys.stdout.write(render_rich(runs, findings, coverage, color=use_color(sys.stdout), width=term_width()))
-    sys.stdout.flush()
+        to_file = output is not None
+        text = render_rich(runs, findings, coverage, color=not to_file and use_color(sys.stdout), width=PIPED_WIDTH if to_file else term_width())
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_text(text, output)
     if not quiet:
         from sglog.render.diagnose import summary_line
 

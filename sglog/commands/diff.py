@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from sglog.cli import app
+
+
+class DiffFailOn(str, Enum):
+    regression = "regression"
+    never = "never"
 from sglog.commands._common import ReportFormat, stdout_console, write_text
+from sglog import jsonout
 
 
 @app.command(
@@ -16,7 +24,6 @@ from sglog.commands._common import ReportFormat, stdout_console, write_text
     example="""
 sglog diff before.log after.log
 sglog diff server.log#1 server.log#2
-from sglog import jsonout
 sglog diff -f markdown before.log after.log -o diff.md
 """,
 )
@@ -25,6 +32,7 @@ def diff(
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with A: FILE or FILE#N (may be the same file).")],
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json (stable, schema_version 1) or markdown.")] = ReportFormat.rich,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    fail_on: Annotated[DiffFailOn, typer.Option("--fail-on", metavar="WHEN", help="regression: exit 1 when B crashed and A did not, or B decodes significantly slower (for CI); never.")] = DiffFailOn.never,
 ) -> None:
     """What changed between two runs (flags, startup, memory, serving, findings) and whether it helped.
 
@@ -35,6 +43,13 @@ def diff(
     from sglog.diff import diff_specs
 
     result = diff_specs(run_a, run_b)
+    _write(result, fmt, output)
+    if fail_on == DiffFailOn.regression and result.regression:
+        sys.stderr.write(f"sglog: regression: {result.regression}\n")
+        raise SystemExit(1)
+
+
+def _write(result, fmt: ReportFormat, output: Optional[Path]) -> None:
     if fmt == ReportFormat.json:
         import json
 

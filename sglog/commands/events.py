@@ -21,7 +21,7 @@ sglog events --stats server.log
 """,
 )
 def events(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst) or - for stdin.")],
+    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped).", show_default=False)] = None,
     kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", metavar="KIND", help="Only events of this kind (repeatable).")] = None,
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, jsonl, csv, parquet (-o FILE) or json.")] = TableFormat.table,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
@@ -30,10 +30,11 @@ def events(
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
 
-    from sglog.commands._common import read_ahead
+    from sglog.commands._common import log_paths, read_ahead
 
     if kind:
         _check_kinds(kind)
+    logs = log_paths(logs)
     read_ahead(logs)
 
     from sglog.parse import parse_file

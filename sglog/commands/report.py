@@ -34,6 +34,9 @@ def report(
     from sglog.report import collect, render_files
     from sglog.report.escape import safe_name
 
+    from sglog.commands._common import log_paths
+
+    logs = log_paths(logs)
     rep = collect(logs, run=run, compare=[compare] if compare else None, compare_run=compare_run)
     if output is None:
         name = safe_name(Path(logs[0]).name.split(".")[0] if logs[0] != "-" else "stdin")

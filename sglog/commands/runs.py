@@ -21,16 +21,17 @@ sglog runs server.log -f jsonl | jq -r .ending
 """,
 )
 def runs(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files; files of one launch (one per node) merge into one run.")],
+    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin); files of one launch (one per node) merge into one run.", show_default=False)] = None,
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, json (one document), jsonl (a run per line), csv or parquet (-o FILE).")] = TableFormat.table,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
     import json
 
+    from sglog.commands._common import log_paths
     from sglog.runs import load_runs
 
-    found = load_runs(logs)
+    found = load_runs(log_paths(logs))
     if fmt == TableFormat.json:
         doc = {"schema_version": 1, "runs": [r.summary() | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
         write_text(jsonout.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
@@ -53,7 +54,7 @@ sglog timeline server.log --run 2 -w 1m -f csv -o timeline.csv
 """,
 )
 def timeline(
-    logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log files.")],
+    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin).", show_default=False)] = None,
     run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
     window: Annotated[str, typer.Option("--window", "-w", metavar="WIDTH", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, csv, parquet (-o FILE) or jsonl.")] = TableFormat.table,
@@ -68,7 +69,9 @@ def timeline(
 
     if not window[:1].isdigit() or window[-1] not in "smhd":
         raise UsageError(f"--window {window!r}: use a number and a unit, e.g. 10s, 1m")
-    found = load_runs(logs)
+    from sglog.commands._common import log_paths
+
+    found = load_runs(log_paths(logs))
     chosen = [r for r in found if run is None or r.index == run]
     if run is not None and not chosen:
         raise UsageError(f"--run {run}: the logs hold {len(found)} run(s)")
