@@ -309,3 +309,26 @@ def test_ci_doctests():
     from sglog.render import ci, diagnose
 
     assert doctest.testmod(ci).failed == 0 and doctest.testmod(diagnose).failed == 0
+
+
+# ------------------------------------------------------------------ the configuration file
+
+
+def test_config_file_sets_defaults_and_rule_options(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.sglog]\nfail-on = "warning"\nignore = ["SGL303"]\nformat = "json"\n\n[tool.sglog.rules.draft-model-exceeds-static-pool]\nheadroom_gb = 7.0\n')
+    code, out, _ = sglog(capsys, monkeypatch, "diagnose", "-q", str(FIXED))
+    codes = [f["code"] for f in json.loads(out)["findings"]]  # (format = "json")
+    assert code == 1 and codes and "SGL303" not in codes and "SGL101" not in codes  # (fail-on warning: the warnings fail it)
+    code, out, _ = sglog(capsys, monkeypatch, "diagnose", "-q", "--fail-on", "error", "-f", "rich", str(FIXED))
+    assert code == 0 and out.startswith("Run 1")  # (the command line wins)
+    code, out, _ = sglog(capsys, monkeypatch, "explain", "SGL101")
+    assert f"`headroom_gb` = `7.0` (from {tmp_path / 'pyproject.toml'}; default `6.0`)" in out
+    assert "`headroom_share` = `0.1` (default)" in out
+    # sglog.toml wins in its directory; a wrong key or option is a usage error
+    (tmp_path / "sglog.toml").write_text("[rules.SGL101]\nheadroom = 7\n")
+    code, _, err = sglog(capsys, monkeypatch, "diagnose", "-q", str(FIXED))
+    assert code == 2 and "no option 'headroom'" in err
+    (tmp_path / "sglog.toml").write_text('fail_on = "x"\n')
+    code, _, err = sglog(capsys, monkeypatch, "diagnose", "-q", str(FIXED))
+    assert code == 2 and "unknown key fail_on" in err and "sglog.toml" in err

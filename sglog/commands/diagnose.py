@@ -51,9 +51,9 @@ sglog diagnose -f json server.log.gz | jq '.findings[].code'
 )
 def diagnose(
     logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped); files of one launch merge into one run.", show_default=False)] = None,
-    fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json, sarif (SARIF 2.1.0) or github (Actions annotations).")] = DiagnoseFormat.rich,
+    fmt: Annotated[Optional[DiagnoseFormat], typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json, sarif (SARIF 2.1.0) or github (Actions annotations); default: the config file's, else rich.", show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info.")] = FailOn.error,
+    fail_on: Annotated[Optional[FailOn], typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info; default: the config file's, else error.", show_default=False)] = None,
     select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No summary line on stderr.")] = False,
@@ -61,8 +61,14 @@ def diagnose(
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
     import json
 
+    from sglog import config as cfg
     from sglog.commands._common import log_paths, read_ahead
 
+    conf = cfg.load()  # (sglog.toml or [tool.sglog]; the command line wins)
+    fmt = fmt or DiagnoseFormat(conf.format or "rich")
+    fail_on = fail_on or FailOn(conf.fail_on or "error")
+    select = select or list(conf.select) or None
+    ignore = ignore or list(conf.ignore) or None
     logs = log_paths(logs)
     read_ahead(logs)
 
@@ -86,7 +92,7 @@ def diagnose(
         raise NotSGLangLog("; ".join(not_sglang_message(f) for f in bad))
     runs = build_runs(parsed)
     try:
-        findings = diagnose_runs(runs, select=select, ignore=ignore)
+        findings = diagnose_runs(runs, select=select, ignore=ignore, options=conf.options or None)
     except DiagnoseError as e:
         raise UsageError(str(e.args[0])) from None
     from sglog.commands._common import PIPED_WIDTH, write_text
@@ -138,5 +144,8 @@ def explain(
         r = get_rule(rule)
     except KeyError as e:
         raise UsageError(e.args[0]) from None
-    text = render(r, color=use_color(sys.stdout), width=min(term_width(), 100))
+    from sglog import config as cfg
+
+    conf = cfg.load()
+    text = render(r, color=use_color(sys.stdout), width=min(term_width(), 100), overrides=cfg.rule_options(conf, r), source=conf.source)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

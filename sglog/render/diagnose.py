@@ -325,8 +325,9 @@ def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
     return _clean(buf.getvalue())
 
 
-def rule_doc_markdown(rule) -> str:
-    """A rule's documentation as Markdown (what ``sglog explain`` prints)."""
+def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
+    """A rule's documentation as Markdown (what ``sglog explain`` prints); each option with the
+    value in effect and where it comes from (``overrides`` from the configuration file ``source``)."""
     from sglog.rules import DOC_SECTIONS
 
     out = [f"# {rule.code} {rule.name} ({rule.severity})", "", rule.summary, ""]
@@ -334,14 +335,16 @@ def rule_doc_markdown(rule) -> str:
         out += [f"## {section}", "", rule.doc.get(section, "").strip(), ""]
     if rule.options:
         out += ["## Options", ""]
+        overrides = overrides or {}
         for k, o in rule.options.items():
-            out.append(f"- `{k}` = `{o.default}`: {o.help}")
+            where = f"from {source}; default `{o.default}`" if k in overrides else "default"
+            out.append(f"- `{k}` = `{overrides.get(k, o.default)}` ({where}): {o.help}")
         out.append("")
     return "\n".join(out)
 
 
-def explain(rule, *, color: bool = False, width: int = 100) -> str:
-    text = rule_doc_markdown(rule)
+def explain(rule, *, color: bool = False, width: int = 100, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
+    text = rule_doc_markdown(rule, overrides, source)
     if not color:
         return text
     from rich.markdown import Markdown
