@@ -105,7 +105,11 @@ from sglog.commands import rules as _rules  # noqa: E402,F401
 
 
 def error_line(message: str) -> None:
-    sys.stderr.write(f"sglog: error: {message}\n")
+    """``sglog: error: MESSAGE`` on stderr, as one clean line (sglog/textsafe.py: a newline or an
+    escape sequence in a file name or log text can neither forge a line nor reach the terminal)."""
+    from sglog.textsafe import one_line
+
+    sys.stderr.write(f"sglog: error: {one_line(message)}\n")
 
 
 def _usage_message(e: typer.TyperException) -> str:
@@ -119,6 +123,9 @@ def _usage_message(e: typer.TyperException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; user errors are one line, bugs a distinct exit code."""
+    from sglog.textsafe import guard_streams
+
+    guard_streams()  # (what leaves for a terminal is cleaned where it is written, #28)
     try:
         _main(argv)
     finally:

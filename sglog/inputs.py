@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sglog.errors import InputError
+from sglog.textsafe import quote
 
 FIRST_CHUNK_BYTES = 1 << 20  # the small first chunk, read by the caller, which teaches the shape book (parse._read_ahead)
 CHUNK_BYTES = 32 << 20  # per chunk in flight: ~200 MB of polars intermediates; fewer chunks, less fixed cost (1M lines: -10%, 5M peak RSS 1.42 -> 1.35 GB)
@@ -309,14 +310,6 @@ class Source:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
         return h.hexdigest()
-
-
-def quote(name: str) -> str:
-    """A file name as messages show it: as typed when it is plain, else quoted like ``repr`` (a
-    newline or an escape sequence in a name can neither break a line nor reach the terminal)."""
-    if name and name.isprintable() and not any(c in name for c in "'\"\\ ") and name.isascii():
-        return name
-    return repr(name)
 
 
 _sources: dict[str, Source] = {}  # name -> the Source opened for it (one opening per input and process)

@@ -57,7 +57,7 @@ def test_missing_path():
 
 
 def test_directory(tmp_path):
-    assert_clean_error(run("diagnose", str(tmp_path)), 2, "is a directory")
+    assert_clean_error(run("diagnose", str(tmp_path)), 2, "directory")
 
 
 def test_binary_file(tmp_path):
@@ -527,3 +527,64 @@ def test_the_json_writer_writes_null_for_non_finite():
 
     assert jsonout.dumps({"a": float("inf"), "b": [float("-inf"), float("nan"), 1.0], "c": (2.0,)}) == '{"a": null, "b": [null, null, 1.0], "c": [2.0]}'
     assert jsonout.dumps({"x": 1}, indent=2) == '{\n  "x": 1\n}'
+
+
+# ------------------------------------------------------------ terminal injection
+
+INJECT = "\x1b]0;pwned\x07\x1b[2J\x1bc\x9b31m\x1b[?1049h\x07\x08"
+
+
+def _on_a_terminal(*args: str) -> tuple[int, bytes, bytes]:
+    """Run sglog with stdout on a pseudo-terminal: (exit code, what the terminal got, stderr)."""
+    import pty
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(SGLOG + list(args), stdout=slave, stderr=subprocess.PIPE, env=dict(os.environ, COLUMNS="200", NO_COLOR="1"))
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    os.close(master)
+    return p.returncode, out, err
+
+
+def _hostile_bytes(blob: bytes) -> list[bytes]:
+    return [x for x in (b"pwned", b"\x1b[2J", b"\x1bc", b"\xc2\x9b", b"\x1b[?1049h", b"\x07", b"\x08") if x in blob]
+
+
+def test_escape_sequences_in_log_text_never_reach_the_terminal(tmp_path):
+    p = tmp_path / "inject.log"
+    text = STORY.read_text()
+    p.write_text(f"[2026-02-23 10:15:29] The server is fired up and ready to roll! {INJECT}\n" + text.replace("Not enough memory", f"Not enough{INJECT} memory"))
+    for args in (["diagnose"], ["events"], ["events", "--stats"], ["runs"], ["diagnose", "--format", "github"]):
+        code, out, err = _on_a_terminal(*args, str(p))
+        assert code in (0, 1), (args, err)
+        assert out and not _hostile_bytes(out), (args, _hostile_bytes(out))
+        assert not _hostile_bytes(err), (args, err)
+
+
+def test_a_newline_in_a_file_name_cannot_forge_an_error_line(tmp_path):
+    name = str(tmp_path / "x\nsglog: error: forged\x1b[2J.log")
+    r = run("diagnose", name)
+    lines = r.stderr.decode().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("sglog: error: '") and "\\n" in lines[0] and "\x1b" not in lines[0]
+
+
+def test_the_sanitiser():
+    from sglog.textsafe import clean, one_line, quote
+
+    assert clean("a\x1b]2;t\x1b\\b\x1bPq#0\x1b\\c\x9d0;t\x9cd\x1b7e\x7f\x00f\tg\n") == "abcde" + "f\tg\n"
+    assert clean("unterminated \x1b]0;title") == "unterminated "
+    assert clean("\x1b[38;5;196mx\x1b[0m\x1b[5A", keep_sgr=True) == "\x1b[38;5;196mx\x1b[0m"
+    assert clean("plain text ünïcödé") == "plain text ünïcödé"
+    assert one_line("a\r\nb\x1b[2J") == "a\\nb"
+    assert quote("/var/log/x.log") == "/var/log/x.log" and quote("x\n.log") == "'x\\n.log'"
