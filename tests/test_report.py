@@ -130,6 +130,22 @@ def test_relaunch_block_is_the_new_command_only(case):
         assert "--speculative-num-steps 3 \\" in blocks[0] and "--speculative-num-steps 5" not in blocks[0]
 
 
+@pytest.mark.parametrize("case", ["eagle3_5step", "real_015", "real_019", "baseline_512_vs_128"])
+def test_memory_prose_says_the_tables_kv_and_the_chart_stacks_kv_in_the_pool(case):
+    """The prose's KV cache is the table's (it said 7.48 GB beside a 10.43 GB table line); the KV
+    bar follows the target weights, inside the static pool (the draft came first and crossed it)."""
+    from sglog.report.charts import memory_rows
+
+    rep = report_of(case)
+    md = render_markdown(rep, chart_specs(rep))
+    for s in rep.subjects:
+        m = s.run.memory
+        assert f"the KV cache {m.kv_gb:.2f} GB" in md and f"{m.kv_gb:.2f} GB" in next(line for line in md.splitlines() if line.startswith("| KV cache |"))
+        rows = {r["item"]: r for r in memory_rows(s)}
+        assert rows["KV cache"]["start"] == rows["target weights"]["end"]
+        assert rows["KV cache"]["end"] <= m.static_pool_gb + 0.1, (rows["KV cache"], m.static_pool_gb)
+
+
 def test_sections_in_order():
     rep = report_of("eagle3_5step")
     md = render_markdown(rep, chart_specs(rep))

@@ -189,10 +189,12 @@ def memory_rows(s: Subject) -> list[dict[str, Any]]:
         {"run": run, "item": "free at weight load (T)", "start": 0.0, "end": _r(m.total_gb), "gb": _r(m.total_gb), "kind": "total"}
     ]
     at = 0.0
+    # (in SGLang's order: the static pool is the target's weights and KV cache, mem_fraction_static
+    # x T; the draft model's weights and KV cache are allocated after it, then the CUDA graphs)
     for item, value in (
         ("target weights", m.target_weights_gb),
-        ("draft weights", m.draft_weights_gb),
         ("KV cache", m.kv_gb),
+        ("draft weights", m.draft_weights_gb),
         ("draft KV cache", m.draft_kv_gb),
         ("CUDA graphs", m.cuda_graph_gb),
         ("draft CUDA graphs", m.draft_cuda_graph_gb),
@@ -212,8 +214,8 @@ def memory_rows(s: Subject) -> list[dict[str, Any]]:
 MEMORY_ORDER = [
     "free at weight load (T)",
     "target weights",
-    "draft weights",
     "KV cache",
+    "draft weights",
     "draft KV cache",
     "CUDA graphs",
     "draft CUDA graphs",

@@ -369,11 +369,24 @@ def _memory_story(s: Subject) -> str | None:
             f"{who}the target weights alone ({m.target_weights_gb:.2f} GB) exceed the static pool of "
             f"{m.mem_fraction_static:g}{origin} × {m.total_gb:.2f} GB = {pool:.2f} GB: nothing is left for the KV cache."
         )
-    if m.draft_weights_gb and w > pool:
+    if m.draft_weights_gb and w > pool and m.kv_gb is None:
         return (
             f"{who}target + draft weights ({m.target_weights_gb:.2f} + {m.draft_weights_gb:.2f} = {w:.2f} GB) exceed the static pool of "
             f"{m.mem_fraction_static:g}{origin} × {m.total_gb:.2f} GB = {pool:.2f} GB."
         )
+    t, kv, d = m.target_weights_gb, m.kv_gb, m.draft_weights_gb
+    if t and kv is not None:
+        # (the KV line is what SGLang allocated: the prose says it, as the table does, and where
+        # the draft model went; SGLang versions differ on whether the draft is inside the pool)
+        text = f"{who}of the {pool:.2f} GB static pool ({m.mem_fraction_static:g}{origin} × {m.total_gb:.2f} GB), the target weights take {t:.2f} GB and the KV cache {kv:.2f} GB"
+        if d:
+            rest = pool - t - kv
+            dkv = f"{m.draft_kv_gb:.2f} GB of KV cache" if m.draft_kv_gb else ""
+            if rest >= d - 0.05:
+                text += f"; the draft model's {d:.2f} GB of weights fit in the remaining {rest:.2f} GB" + (f", its {dkv} is allocated beyond it" if dkv else "")
+            else:
+                text += f"; the draft model's {d:.2f} GB of weights" + (f" and {dkv}" if dkv else "") + " are allocated beyond it"
+        return text[0].upper() + text[1:] + "." if not who else text + "."
     if w:
         return f"{who}weights take {w:.2f} GB of the {pool:.2f} GB static pool ({m.mem_fraction_static:g}{origin} × {m.total_gb:.2f} GB); {max(pool - w, 0):.2f} GB remain for the KV cache."
     return None
