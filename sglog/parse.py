@@ -437,7 +437,9 @@ def parse_source(
                 text, parts = strip(raw)
                 if parts:
                     outer[n] = parts
-                feed(n, text)
+                    feed(n, raw, text)
+                else:
+                    feed(n, raw)
         else:
             for n, raw in zip(numbers, raws):
                 feed(n, raw)

@@ -210,11 +210,13 @@ class Folder:
         _init()
 
     # -- public
-    def feed(self, lineno: int, raw: str) -> None:
+    def feed(self, lineno: int, raw: str, inner: str | None = None) -> None:
+        """One physical line; ``inner``: its text without an outer envelope (sglog/read/envelope.py),
+        which is what is read, while the record keeps ``raw`` whole."""
         if lineno != self._last + 1:
             self._close()
         self._last = lineno
-        text = clean(raw)
+        text = clean(raw if inner is None else inner)
         if not text or text.isspace():  # (blank: the test of `not text.strip()`, without a copy)
             cur = self._cur
             if cur is not None and (cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning") or (cur.mode == "newline" and len(cur.lines) == 1)):

@@ -253,7 +253,7 @@ def test_corrupt_file_names_it(tmp_path, payload):
 
 # ---- the shipped catalogue, on real lines
 
-SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "lines" / "catalog_sample.log"
+SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "catalog" / "sample.log"
 PREFIX = re.compile(r"\[(?:gpu=\d+|[^\]]*\d\d:\d\d:\d\d[^\]]*)\] ")
 
 # (template, source module) per `# sglang` line of the sample, in order: 0.2.13, 0.3.x, 2024, 0.5.x
