@@ -588,3 +588,74 @@ def test_the_sanitiser():
     assert clean("plain text ünïcödé") == "plain text ünïcödé"
     assert one_line("a\r\nb\x1b[2J") == "a\\nb"
     assert quote("/var/log/x.log") == "/var/log/x.log" and quote("x\n.log") == "'x\\n.log'"
+
+
+# ------------------------------------------------------------ outputs: one writer for every -o
+
+
+def test_an_interrupted_or_failed_write_leaves_the_old_file(tmp_path):
+    import errno
+
+    from sglog import output
+
+    target = tmp_path / "out.parquet"
+    target.write_bytes(b"the good file")
+
+    def interrupted(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    def disk_full(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(KeyboardInterrupt):
+        output.write_with(target, interrupted)
+    with pytest.raises(output.OutputError, match="no space left"):
+        output.write_with(target, disk_full)
+    assert target.read_bytes() == b"the good file"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]  # (no temporary file left)
+    output.write_text(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def test_events_never_writes_onto_its_input(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(STORY.read_bytes())
+    for fmt in ("jsonl", "csv", "parquet"):
+        assert_clean_error(run("events", "-f", fmt, "-o", str(log), str(log)), 2, "refusing to write over an input")
+    link = tmp_path / "link.log"
+    link.symlink_to(log)
+    assert_clean_error(run("events", "-f", "jsonl", "-o", str(log), str(link)), 2, "refusing to write over an input")
+    assert log.read_bytes() == STORY.read_bytes()
+
+
+def test_unwritable_outputs_are_usage_errors(tmp_path):
+    assert_clean_error(run("events", "-f", "jsonl", "-o", "/proc/no/such/x.jsonl", str(STORY)), 2, "cannot")
+    assert_clean_error(run("events", "-f", "parquet", "-o", "/sys/x.parquet", str(STORY)), 2, "cannot write")
+    assert_clean_error(run("runs", "-f", "csv", "-o", "/sys/x.csv", str(STORY)), 2, "cannot write")
+    assert_clean_error(run("events", "-f", "jsonl", "-o", str(tmp_path), str(STORY)), 2, "directory")
+    good = tmp_path / "x.parquet"
+    assert run("events", "-f", "parquet", "-o", str(good), str(STORY)).returncode == 0
+    import polars as pl
+
+    assert pl.read_parquet(good).height > 0 and not [p for p in tmp_path.iterdir() if "sglog-tmp" in p.name]
+
+
+def test_report_removes_the_stale_files_of_an_earlier_report(tmp_path):
+    out = tmp_path / "rep"
+    out.mkdir()
+    for name in ("serving.png", "serving.svg", "serving.vl.json", "startup.png", "notes.txt", "index.html"):
+        (out / name).write_text("old")
+    r = run("report", "--no-images", "--no-html", "-o", str(out), str(STORY))
+    assert r.returncode == 0, r.stderr.decode()
+    names = {p.name for p in out.iterdir()}
+    assert "notes.txt" in names and "index.md" in names
+    assert not names & {"serving.png", "serving.svg", "startup.png", "index.html"}
+    assert (out / "serving.vl.json").read_text() != "old" if "serving.vl.json" in names else True

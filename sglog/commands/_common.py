@@ -120,8 +120,9 @@ def write_text(text: str, out: Path | None) -> None:
             sys.stdout.write("\n")
         sys.stdout.flush()
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        from sglog import output
+
+        output.write_text(out, text)  # (a temporary file renamed over the target, #28)
 
 
 def write_table(renderable, out: Path | None) -> None:
@@ -153,8 +154,9 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     if fmt == TableFormat.parquet:
         if out is None:
             raise UsageError("--format parquet needs -o FILE")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(out)
+        from sglog import output
+
+        output.write_with(out, frame.write_parquet)
         return
     buf = io.StringIO()
     if fmt == TableFormat.csv:

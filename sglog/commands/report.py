@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -46,6 +47,7 @@ def report(
     files = render_files(rep, png=not no_images, svg=not no_images, html=not no_html)
     for name, data in files.items():
         write_inside(output, name, data)
+    remove_stale(output, set(files))
     sys.stderr.write(f"sglog: wrote {len(files)} files for {len(rep.subjects)} run(s) into {output}\n")
     sys.stdout.write(f"{output / 'index.md'}\n")
 
@@ -71,14 +73,30 @@ def write_inside(directory: Path, name: str, data: bytes) -> Path:
     target = root / name
     if target.parent != root:
         raise UsageError(f"refusing to write outside {directory}")
-    fd, tmp = tempfile.mkstemp(prefix=".sglog-", dir=root)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
+    from sglog import output
+
+    return output.write_bytes(target, data)  # (the one -o writer: temporary file, rename, OS errors exit 2)
+
+
+# the names of the files a report writes (render_files): what an earlier report may have left
+_REPORT_FILE = re.compile(r"(index\.(md|html)|[a-z][a-z0-9_-]*\.(vl\.json|png|svg))")
+
+
+def remove_stale(directory: Path, written: set[str]) -> list[str]:
+    """Remove the report files of an earlier report in ``directory`` that this one did not write
+    (a serving chart of a run that now has none, PNGs after --no-images); other files stay."""
+    from sglog.report.charts import CHARTS
+
+    charts = tuple(name for name, _ in CHARTS)
+    gone = []
+    for p in directory.iterdir() if directory.is_dir() else ():
+        n = p.name
+        if n in written or not _REPORT_FILE.fullmatch(n) or not (n.startswith("index.") or n.split(".")[0].startswith(charts)):
+            continue
+        if p.is_file() or p.is_symlink():
+            try:
+                p.unlink()
+                gone.append(n)
+            except OSError:
+                pass
+    return gone
