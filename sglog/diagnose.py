@@ -191,7 +191,7 @@ def not_sglang_message(stats: dict[str, Any]) -> str:
         return f"{stats['path']}: empty log (no non-blank lines)"
     if stats.get("other_server"):
         return (
-            f"{stats['path']} looks like a {stats['other_server']} log, not SGLang's: it shows {stats['other_server']}'s "
+            f"{stats['path']} looks like {stats['other_server']}'s log, not SGLang's: it shows {stats['other_server']}'s "
             f"own lines and none of SGLang's (no SGLang prefix, message, module or launch command in {nonblank} non-blank lines)"
         )
     return f"{stats['path']} does not look like a log: none of its {nonblank} non-blank lines is recognised (SGLang's or a known program's)"

@@ -219,7 +219,7 @@ def test_not_an_sglang_log(tmp_path):
     )
     app = tmp_path / "app.log"
     app.write_text("2026-02-23T10:00:00Z level=info msg=\"listening\" addr=:8080\n" * 30)
-    for p, needle in ((vllm, "looks like a vLLM log, not SGLang's"), (app, "none of its 30 non-blank lines is recognised")):
+    for p, needle in ((vllm, "looks like vLLM's log, not SGLang's"), (app, "none of its 30 non-blank lines is recognised")):
         r = run("diagnose", str(p))
         assert_clean_error(r, 2, needle)
 
