@@ -71,10 +71,10 @@ def repro(
     from sglog.repro import plan as rplan
     from sglog.runs import load_runs
 
-    if not timeout >= 1:
-        raise UsageError(f"--timeout {timeout:g}: give at least 1 second")
-    if not stop_grace >= 0:
-        raise UsageError(f"--stop-grace {stop_grace:g}: give 0 seconds or more")
+    from sglog.repro.launch import check_seconds
+
+    check_seconds("--timeout", timeout, 1)  # (finite: nan and inf never ended, #28)
+    check_seconds("--stop-grace", stop_grace, 0)
     sets = rplan.parse_sets(set_ or [])
     selected = [s for s in (finding or []) if s.strip()]
     runs = load_runs([log])

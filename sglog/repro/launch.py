@@ -38,7 +38,74 @@ class LaunchError(SglogError):
 
 
 class Terminated(BaseException):
-    """sglog itself got SIGTERM/SIGHUP while something it started was running."""
+    """sglog itself got SIGTERM/SIGHUP/SIGQUIT while something it started was running."""
+
+
+# the signals sglog can catch and turns into Terminated while a server runs (SIGINT is Ctrl-C:
+# KeyboardInterrupt); SIGKILL cannot be caught: the watchdog (below) and PR_SET_PDEATHSIG do it
+CAUGHT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def check_seconds(option: str, value: float, minimum: float = 0.0) -> float:
+    """A duration option: a finite number of seconds at least ``minimum``, else a UsageError
+    (``--timeout nan`` and ``--stop-grace inf`` were accepted and never ended)."""
+    import math
+
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
+        raise UsageError(f"{option} {value!r}: give a finite number of seconds, at least {minimum:g}")
+    return float(value)
+
+
+def _pdeathsig():
+    """A function for the child between fork and exec: the kernel sends it SIGKILL when sglog's
+    process ends, however it ends (Linux ``prctl(PR_SET_PDEATHSIG)``); None elsewhere.  (libc is
+    loaded here, in the parent: the child only makes the call.)"""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    PR_SET_PDEATHSIG = 1
+
+    def set_it() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    return set_it
+
+
+# the watchdog: a small process of its own (its own session: not stopped with the group, not
+# with sglog) that holds the read end of a pipe only sglog writes to; when sglog ends, even by
+# SIGKILL, the pipe closes, and a group still alive then gets SIGTERM, then SIGKILL
+_WATCHDOG = """
+import os, signal, sys, time
+pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+try:
+    while sys.stdin.buffer.read(4096):
+        pass
+except BaseException:
+    pass
+def alive():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
+for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+    if not alive():
+        break
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        break
+    end = time.monotonic() + wait
+    while alive() and time.monotonic() < end:
+        time.sleep(0.05)
+"""
 
 
 # ------------------------------------------------------------------ log files
@@ -129,7 +196,8 @@ class Server:
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.env = env
-        self.grace = grace
+        self.grace = check_seconds("--stop-grace", grace)
+        self.watchdog: subprocess.Popen | None = None
         self.proc: subprocess.Popen | None = None
         self.pgid: int | None = None
         self.signals_sent: list[str] = []
@@ -152,6 +220,7 @@ class Server:
                 env=self.env,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=_pdeathsig(),
             )
         except FileNotFoundError:
             log.close()
@@ -165,12 +234,37 @@ class Server:
         self.pgid = self.proc.pid  # start_new_session: the child leads its own group
         self.started_at = time.monotonic()
         try:
+            self._start_watchdog()
             self._reader = threading.Thread(target=self._pump, args=(self.proc.stdout, log), name="sglog-repro-reader", daemon=True)
             self._reader.start()
         except BaseException:  # Ctrl-C right after the start: do not leave it running
             self.stop()
             raise
         return self
+
+    def _start_watchdog(self) -> None:
+        import sys
+
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(self.pgid), repr(self.grace)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:  # (no watchdog: PR_SET_PDEATHSIG still ends the leader)
+            self.watchdog = None
+
+    def _stop_watchdog(self) -> None:
+        w, self.watchdog = self.watchdog, None
+        if w is None:
+            return
+        with contextlib.suppress(OSError):
+            w.stdin.close()  # (the group is gone: it finds nothing to stop and exits)
+        with contextlib.suppress(Exception):
+            w.wait(timeout=2)
 
     def __enter__(self) -> "Server":
         return self.start() if self.proc is None else self
@@ -241,8 +335,13 @@ class Server:
                 self.proc.wait(timeout=1)
             if self._reader is not None:
                 self._reader.join(timeout=2)
-            with contextlib.suppress(OSError):
-                self.proc.stdout.close()
+            # (a process that left the group, setsid, may hold the pipe open: the reader then
+            # stays blocked in its read, and closing the stream would wait for it forever --
+            # Ctrl-C hung; the reader is a daemon thread and ends with sglog)
+            if self._reader is None or not self._reader.is_alive():
+                with contextlib.suppress(OSError):
+                    self.proc.stdout.close()
+            self._stop_watchdog()
             self._stopped = True
         return self.signals_sent
 
@@ -270,7 +369,7 @@ class Server:
 
 @contextlib.contextmanager
 def signals_raise():
-    """While inside: SIGTERM/SIGHUP to sglog raise ``Terminated`` (so ``with Server`` blocks clean up)."""
+    """While inside: SIGTERM/SIGHUP/SIGQUIT to sglog raise ``Terminated`` (so ``with Server`` blocks clean up)."""
     if threading.current_thread() is not threading.main_thread():  # pragma: no cover
         yield
         return
@@ -278,7 +377,7 @@ def signals_raise():
     def handler(signum, frame):
         raise Terminated(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, handler) for s in CAUGHT_SIGNALS}
     try:
         yield
     finally:
