@@ -370,3 +370,18 @@ def test_rules_never_crash_on_shuffled_and_truncated_logs(tmp_path_factory):
             assert f.severity in ("error", "warning", "info")
 
     check()
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_broken_catalogue_is_an_internal_error_naming_its_file(monkeypatch, capsys, tmp_path, damage):
+    from sglog.read import catalog
+
+    broken = tmp_path / "catalog.json.gz"
+    if damage == "corrupt":
+        broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    monkeypatch.setattr(catalog, "_shipped", lambda: broken)
+    monkeypatch.setattr(catalog, "_cache", {})
+    log = tmp_path / "x.log"
+    log.write_text("[2025-06-26 07:25:31 TP0] a message that no grammar rule names, so the catalogue is asked\n")
+    code, out, err = cli(monkeypatch, capsys, "diagnose", str(log))
+    assert code == 70 and out == "" and err.count("\n") == 1 and str(broken) in err and "Traceback" not in err
