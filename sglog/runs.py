@@ -38,7 +38,8 @@ class RankPhase:
     def duration(self) -> float | None:
         if self.start is None or self.end is None:
             return None
-        return (self.end - self.start).total_seconds()
+        d = (self.end - self.start).total_seconds()
+        return d if d >= 0 else None  # (a clock that went backwards: no duration, #28)
 
 
 @dataclass
@@ -137,7 +138,8 @@ class Startup:
     @property
     def total_s(self) -> float | None:
         if self.launch and self.ready:
-            return (self.ready - self.launch).total_seconds()
+            d = (self.ready - self.launch).total_seconds()
+            return d if d >= 0 else None  # (timestamps going backwards: never a negative startup time, #28)
         return None
 
     def to_dict(self) -> dict[str, Any]:

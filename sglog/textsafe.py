@@ -97,10 +97,50 @@ def guard_streams() -> None:
     Colour (SGR) sequences stay where the stream is a terminal."""
     import sys
 
+    if sys.stdout is None:  # (started with stdout closed, >&-)
+        sys.stdout = ClosedStream()
+    if sys.stderr is None:  # (2>&-: messages have nowhere to go)
+        import os
+
+        sys.stderr = open(os.devnull, "w")
     for name, always in (("stdout", False), ("stderr", True)):
         stream = getattr(sys, name)
-        if stream is None or isinstance(stream, TerminalStream):
+        if isinstance(stream, (TerminalStream, ClosedStream)):
             continue
         tty = _isatty(stream)
         if always or tty:
             setattr(sys, name, TerminalStream(stream, keep_sgr=tty))
+
+
+class ClosedStream:
+    """stdout when sglog started with it closed (``>&-``): writing to it is a one-line error
+    (exit 2), not a traceback; a command writing to ``-o FILE`` runs as usual."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        from sglog.output import OutputError
+
+        if not text:
+            return 0
+        raise OutputError("stdout is closed: nowhere to write the output (use -o FILE)")
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("stdout is closed")
+
+    @property
+    def closed(self) -> bool:
+        return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -659,3 +660,48 @@ def test_report_removes_the_stale_files_of_an_earlier_report(tmp_path):
     assert "notes.txt" in names and "index.md" in names
     assert not names & {"serving.png", "serving.svg", "startup.png", "index.html"}
     assert (out / "serving.vl.json").read_text() != "old" if "serving.vl.json" in names else True
+
+
+# ------------------------------------------------------------ small things
+
+
+def _closed_stdout(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", " ".join(shlex.quote(a) for a in SGLOG + list(args)) + " >&-"], capture_output=True, timeout=120)
+
+
+def test_closed_stdout_is_one_line_not_a_traceback(tmp_path):
+    for args in (["events", str(STORY)], ["diagnose", str(STORY)], ["events", "--stats", "--format", "json", str(STORY)]):
+        assert_clean_error(_closed_stdout(*args), 2, "stdout is closed")
+    out = tmp_path / "e.jsonl"
+    r = _closed_stdout("events", "-f", "jsonl", "-o", str(out), str(STORY))
+    assert r.returncode == 0 and out.stat().st_size > 0, r.stderr.decode()
+
+
+def test_backwards_timestamps_never_give_a_negative_startup_time(tmp_path):
+    lines = STORY.read_text().splitlines()
+    ready = "[2026-01-01 00:00:01] The server is fired up and ready to roll!"
+    p = tmp_path / "back.log"
+    p.write_text("\n".join(lines) + "\n" + ready + "\n")  # (ready years before the launch)
+    r = run("runs", "--format", "json", str(p))
+    assert r.returncode == 0, r.stderr.decode()
+    for run_doc in json.loads(r.stdout)["runs"]:
+        st = run_doc.get("startup") or {}
+        assert st.get("total_s") is None or st["total_s"] >= 0
+        for ph in st.get("phases", []):
+            assert ph.get("duration_s") is None or ph["duration_s"] >= 0
+            for rk in (ph.get("ranks") or {}).values():
+                assert rk.get("duration_s") is None or rk["duration_s"] >= 0
+
+
+def test_a_future_version_is_read_and_the_summary_says_so(tmp_path):
+    import re
+
+    from sglog.formats import newest_release
+
+    src = FIXTURES / "logs" / "real" / "019-deepseek-r1-w4a8-ascend-npu-tp16-dp4-ep-eagle-benchmark.log"
+    p = tmp_path / "future.log"
+    p.write_text(re.sub(r"(?m)^sglang( +)0\.5\.6\.post2", r"sglang\g<1>9.1.0", src.read_text()))
+    r = run("diagnose", str(p))
+    assert r.returncode in (0, 1), r.stderr.decode()
+    assert f"SGLang 9.1.0 is newer than sglog knows: read with the formats of {newest_release()}" in r.stderr.decode().splitlines()[-1]
+    assert "newer than sglog knows" not in run("diagnose", str(src)).stderr.decode()

@@ -282,6 +282,9 @@ def summary_line(runs, findings: list[Finding], coverage: dict[str, Any] | None 
     cov = f"; coverage {coverage['coverage']:.1%} of {coverage['lines']} lines" if coverage else ""
     if coverage and coverage.get("sglang_specific") is False:
         cov += "; no SGLang-specific line found (generic torch/NCCL/CUDA output: read as an SGLang fragment)"
+    from sglog.formats import assumed_note
+
+    cov += assumed_note(runs)  # (a release newer than sglog knows, #28)
     return (
         f"sglog: {len(runs)} run{'s' if len(runs) != 1 else ''}, {n} finding{'s' if n != 1 else ''} "
         f"({c['error']} error{'s' if c['error'] != 1 else ''}, {c['warning']} warning{'s' if c['warning'] != 1 else ''}, {c['info']} info){cov}"
