@@ -35,7 +35,7 @@ import polars as pl
 from sglog import blocks, fastpath, grammar, messages
 from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
-from sglog.read.envelope import Unwrapper, hard_wrap_width
+from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.records import Folder, Record, is_start
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
@@ -97,18 +97,27 @@ class ParsedLog:
 
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
-        """Every event as a dict, in line order (slow-path events and frame rows merged)."""
-        rows = []
+        """Every event as a dict, in line order (slow-path events and frame rows merged).
+
+        Streamed: the frames' rows are made into dicts a slice at a time (all of them at once
+        held ~1 KB per row: ``events -f parquet`` of 1M lines peaked at 8.5 GB, #28).  Each
+        kind's rows are in line order in the frames, so a merge keeps the order; at the same
+        line a slow-path event comes first."""
+        import heapq
+
+        streams = [(ev.to_dict() for ev in self.events)]
         for frame in (self.batches, self.access):
-            rows.extend(fastpath.rows_to_dicts(frame, self.path))
-        rows.sort(key=lambda d: d["line"])
-        i = 0
-        for ev in self.events:
-            while i < len(rows) and rows[i]["line"] < ev.line:
-                yield rows[i]
-                i += 1
-            yield ev.to_dict()
-        yield from rows[i:]
+            if not frame.height:
+                continue
+            parts = frame.partition_by("kind", maintain_order=True) if "kind" in frame.columns else [frame]
+            for part in parts:
+                part = part if part["line"].is_sorted() else part.sort("line")
+                streams.append(self._sliced(part))
+        yield from heapq.merge(*streams, key=lambda d: d["line"])
+
+    def _sliced(self, frame, step: int = 20000) -> Iterator[dict[str, Any]]:
+        for off in range(0, frame.height, step):
+            yield from fastpath.rows_to_dicts(frame.slice(off, step), self.path)
 
 
 SOURCES = ("grammar", "catalogue", "blocks", "third_party", "blank", "unparsed")
@@ -613,6 +622,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     workers = threads if threads is not None else default_workers()
 
     taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
+    unwrap = _VectorUnwrap()  # the file's outer envelopes, decided from the first chunk, stripped in polars
 
     def work(head: bytes, block: list[bytes], end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
         # (the block comes in a list, emptied here: its ~30 MB are let go once its lines are split,
@@ -629,11 +639,15 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             del raw
             if lead:
                 if not taught.is_set():
-                    fastpath.teach(df, book)  # (the batch shapes first: the workers start on them)
+                    unwrap.decide(df)
+                    fastpath.teach(unwrap.inner(df), book)  # (the batch shapes first: the workers start on them)
                     taught.set()
             else:
                 taught.wait()
-            res = _read_checked(df, book, keep_text, src.name)
+            inner = unwrap.inner(df)
+            res = _read_checked(inner, book, keep_text, src.name)
+            if inner is not df:
+                res = unwrap.restore(res, df)
             res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
             if lead:
                 under_way.set()  # (the workers run: the first chunk is read)
@@ -707,6 +721,44 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             stop.set()
             slots.release()  # wake a reader waiting for a slot
             thread.join()
+
+
+class _VectorUnwrap:
+    """A file's outer envelopes for the vectorised path: stripped from every line in polars
+    before the fast path looks for SGLang's own lines (``Unwrapper.vector_pattern``).  The lines
+    it does not claim go back to the record layer whole, which unwraps them one by one; the rows
+    it claims keep their physical text."""
+
+    def __init__(self) -> None:
+        self.pattern: str | None = None
+
+    def decide(self, df: pl.DataFrame) -> None:
+        own = grammar.re_compile(grammar.envelope_regex()).match
+        raws = df.get_column("raw").head(DETECT_LINES).to_list()
+        found = Unwrapper.for_lines(itertools.islice((r for r in raws if not own(r)), Unwrapper.SAMPLE))
+        self.pattern = found.vector_pattern()
+
+    def inner(self, df: pl.DataFrame) -> pl.DataFrame:
+        if self.pattern is None:
+            return df
+        raw = pl.col("raw")
+        for _ in range(VECTOR_DEPTH):
+            raw = raw.str.replace(self.pattern, "")
+        return df.with_columns(raw)
+
+    @staticmethod
+    def restore(res: fastpath.ChunkResult, df: pl.DataFrame) -> fastpath.ChunkResult:
+        first = df.get_column("line")[0] if df.height else 0
+        raws = df.get_column("raw")
+
+        def whole(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+            if not frame.height or column not in frame.columns:
+                return frame
+            return frame.with_columns(raws.gather(frame.get_column("line") - first).alias(column))
+
+        res.slow = whole(res.slow, "raw")
+        res.batches, res.access, res.events = (whole(f, "text") for f in (res.batches, res.access, res.events))
+        return res
 
 
 # messages whose parse builds the lexer scanners the first chunk's shape exemplars need

@@ -705,3 +705,24 @@ def test_benchmark_times_lnav_when_installed(tmp_path, monkeypatch):
     assert t["diagnose_1m_vs_lnav_sglang_format"]["value"].startswith("0.50x") and t["diagnose_1m_vs_lnav_sglang_format"]["info"]
     doc["results"][1]["median_s"] = 1.5
     assert not mod.check_targets(doc)["diagnose_1m_vs_lnav"]["ok"]
+
+
+@pytest.mark.parametrize("wrap", ["sglang-1  | ", "2025-03-07T10:11:12.123456789Z stdout F ", "svc-1  | 2025-03-07T10:11:12Z "])
+def test_a_wrapped_log_reads_as_the_unwrapped_one(tmp_path, wrap):
+    """Outer envelopes are stripped in polars for the fast path (parse._VectorUnwrap): the same
+    kinds, batch rows and accounting as the bare log, and the same as the lark-only reading;
+    every event keeps its physical text."""
+    lines = list(GEN.generate_lines(3000, 5))
+    bare = write(tmp_path, lines, "bare.log")
+    wrapped = write(tmp_path, [wrap + x for x in lines], "wrapped.log")
+    b, w, ref = parse_file(str(bare)), parse_file(str(wrapped), keep_text=True), parse_file(str(wrapped), fast=False)
+    assert w.lines_fast > 0.5 * w.lines  # the hot lines took the vectorised path
+    assert sorted(w.kinds.items()) == sorted(b.kinds.items()) == sorted(ref.kinds.items())
+    assert w.unparsed == b.unparsed == ref.unparsed
+    cols = ["line", "kind", "running_req", "token_usage", "gen_throughput"]
+    assert w.batches.select(cols).equals(b.batches.select(cols))
+    physical: dict[int, str] = {}
+    for d in w.iter_dicts():
+        for k, t in enumerate(d["text"].split("\n")):
+            physical[d["line"] + k] = t
+    assert [physical.get(n + 1) for n, x in enumerate(lines) if x.strip()] == [wrap + x for x in lines if x.strip()]

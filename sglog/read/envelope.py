@@ -445,6 +445,21 @@ class Unwrapper:
         self._detected = True
         return self.present
 
+    def vector_pattern(self) -> str | None:
+        """One anchored regex, in the syntax polars (Rust) reads, for this file's head wrappers whose
+        shape needs no look-around: what a vectorised reader strips from each line (up to
+        ``VECTOR_DEPTH`` times, for nesting) before it looks for SGLang's own lines.  None when no
+        wrapper of the file can be stripped that way (its lines are then read one by one)."""
+        if not self._detected or not self.present:
+            return None
+        parts = []
+        for _name, rx, _shape in self._heads:
+            src = _drop_negative_lookaheads(rx.pattern)
+            if src is None or "(?=" in src or "(?<" in src.replace("(?P<", "") or "(?P=" in src:
+                continue  # a look-ahead that must match, a look-behind, a back-reference: not in Rust's syntax
+            parts.append(_NAMED.sub("(?:", src.removeprefix("^")))
+        return "^(?:" + "|".join(f"(?:{p})" for p in parts) + ")" if parts else None
+
     def feed(self, line: str) -> tuple[str, Fields]:
         """:func:`strip_outer` restricted to this file's wrappers (identity when none)."""
         if not self._detected:
@@ -452,6 +467,40 @@ class Unwrapper:
         if not self.present:
             return line, {}
         return _strip(line, self._heads, self._tails, self._repairs)
+
+
+_NAMED = re.compile(r"\(\?P<\w+>")
+
+
+def _drop_negative_lookaheads(src: str) -> str | None:
+    """``src`` without its ``(?!...)`` groups (a vectorised strip is only a pre-pass: a line it
+    strips counts only if SGLang's own line follows; any other line is read whole, one by one);
+    None if the brackets do not balance."""
+    out, i = [], 0
+    while True:
+        j = src.find("(?!", i)
+        if j < 0:
+            out.append(src[i:])
+            return "".join(out)
+        out.append(src[i:j])
+        depth, k = 0, j
+        while k < len(src):
+            c = src[k]
+            if c == "\\":
+                k += 2
+                continue
+            if c == "[":  # a class: brackets in it do not count
+                k = src.find("]", k + 2) + 1 if src.find("]", k + 2) >= 0 else len(src)
+                continue
+            depth += c == "("
+            depth -= c == ")"
+            k += 1
+            if depth == 0:
+                break
+        if depth:
+            return None
+        i = k
+VECTOR_DEPTH = 3  # nested wrappers a vectorised reader strips
 
 
 WRAP_MIN = 60  # narrower "widths" are ordinary short lines
