@@ -6,7 +6,8 @@ Evidence that SGLang wrote a file is any one of (``sglang_evidence``):
 * ``event``: an event kind only SGLang writes (the event class says so: ``SGLANG_ONLY``);
 * ``catalogue``: a catalogued message that only SGLang prints (not shared with vLLM; a ``raise``
   or ``__str__`` text is too weak alone);
-* ``traceback``: ``sglang/`` paths in a traceback, thread dump or C++ block;
+* ``traceback``: SGLang's code (``sglang/`` paths, ``sglang.`` modules, ``sgl_kernel``) in a traceback,
+  thread dump or C++ block;
 * ``module``: an SGLang module named in a ``LEVEL file.py:N`` prefix (a catalogue source file);
 * ``launch``: a launch command (``python -m sglang.launch_server``, ``sglang serve``).
 
@@ -36,6 +37,8 @@ OTHER_SERVERS: tuple[tuple[str, str], ...] = (
 
 # basenames too common to tell SGLang's module from another program's
 _GENERIC_MODULES = frozenset({"__init__.py", "utils.py", "config.py", "main.py", "server.py", "worker.py", "api.py", "base.py", "common.py", "logger.py", "log.py", "cli.py", "app.py", "core.py", "model.py", "engine.py"})
+# SGLang's own code in a block's frames: its package's paths or modules, its kernel library
+_SGLANG_CODE = re.compile(r"\bsglang[/.]|\bsgl[_-]kernel\b")
 _LAUNCH = re.compile(r"\bsglang[._]launch_server\b|\bsglang serve\b|\bsglang\.srt\.")
 
 
@@ -81,7 +84,7 @@ def event_evidence(e) -> str | None:
         f = e.fields
         if not f.get("shared") and f.get("origin") not in ("raise", "str"):
             return "catalogue"
-    if kind in _block_kinds() and "sglang/" in e.text:
+    if kind in _block_kinds() and _SGLANG_CODE.search(e.text):
         return "traceback"
     if e.ts is not None and e.ts_has_date:  # (only SGLang's `[date time] ` prefix sets an event's time)
         return "envelope"
