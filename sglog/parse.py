@@ -315,7 +315,7 @@ class RecordParser:
         from sglog.read import catalog
 
         text, prefix = messages.strip_prefix(message)
-        m = catalog.load().match(text, self.version)
+        m = catalog.load().match(text, self.version, prefix.get("log_source"))
         out = None
         if m is not None:
             out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}

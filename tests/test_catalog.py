@@ -308,3 +308,15 @@ def test_other_programs_lines_are_not_sglang_only_matches():
     for line in other:
         m = cat.match(line)
         assert m is None or not m.sglang_only, (line, m)
+
+
+def test_the_log_prefix_source_line_picks_among_matches(tmp_path):
+    data = {"schema": 1, "releases": ["0.5.8", "0.5.22"], "templates": [
+        {"t": "Setting page size to 64 for DeepSeek DSA.", "p": [], "l": "warning", "k": "log", "s": "srt/a/deepseek_v2.py:138", "v": [0, 0]},
+        {"t": "Setting page size to {} for DeepSeek DSA.", "p": ["page_size"], "l": "warning", "k": "log", "s": "srt/b/deepseek_v2.py:173", "v": [1, 1]},
+    ]}
+    cat = catalog.Catalogue(data)
+    msg = "Setting page size to 64 for DeepSeek DSA."
+    assert cat.match(msg).source.endswith(":138")  # the most specific, without a hint
+    assert cat.match(msg, source="deepseek_v2.py:173").fields == {"page_size": 64}
+    assert cat.match(msg, source="other.py:1").source.endswith(":138")

@@ -344,11 +344,12 @@ class Catalogue:
         pos = bisect.bisect_right(self._release_keys, (key, len(self.releases)))
         return self._release_keys[pos - 1][1] if pos else -1
 
-    def match(self, message: str, version: str | None = None) -> CatalogueMatch | None:
+    def match(self, message: str, version: str | None = None, source: str | None = None) -> CatalogueMatch | None:
         """The template that names ``message`` (its text after the log prefix), or None.
 
-        When several match: those whose releases contain ``version`` (when given) first, then the
-        most constant characters, then the newest.
+        When several match: the one printed at ``source`` (``file.py:N`` from a ``LEVEL file.py:N``
+        prefix, when given) first, then those whose releases contain ``version`` (when given),
+        then the most constant characters, then the newest.
         """
         text = normalise(message)
         if not text:
@@ -362,6 +363,7 @@ class Catalogue:
             return None
         at = self.release_index(version) if version else None
         fallback: tuple[_Template, dict[str, Any]] | None = None
+        best: tuple[_Template, dict[str, Any]] | None = None
         made = self._made
         for i in sorted(candidates):
             t = made[i]
@@ -370,11 +372,19 @@ class Catalogue:
             fields = t.fullmatch(text)
             if fields is None:
                 continue
+            if source is not None:
+                where = t.raw["s"]
+                if where == source or where.endswith("/" + source):
+                    return self._result(t, fields)
             if at is None or t.first <= at <= t.last:
-                return self._result(t, fields)
+                if source is None:
+                    return self._result(t, fields)
+                if best is None:
+                    best = (t, fields)
             if fallback is None:
                 fallback = (t, fields)
-        return self._result(*fallback) if fallback else None
+        chosen = best or fallback
+        return self._result(*chosen) if chosen else None
 
     def _result(self, t: _Template, fields: dict[str, Any]) -> CatalogueMatch:
         raw = t.raw
