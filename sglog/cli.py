@@ -56,7 +56,7 @@ class App(typer.Typer):
 app = App(
     name="sglog",
     help="Log forensics and post-mortems for SGLang inference servers.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,  # never print tracebacks with locals (logs may hold prompts or keys)
     rich_markup_mode=None,  # click's plain help: no rich import for a help screen
     context_settings={"help_option_names": list(HELP_OPTIONS), "max_content_width": 100},

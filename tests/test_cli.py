@@ -332,3 +332,10 @@ def test_config_file_sets_defaults_and_rule_options(capsys, monkeypatch, tmp_pat
     (tmp_path / "sglog.toml").write_text('fail_on = "x"\n')
     code, _, err = sglog(capsys, monkeypatch, "diagnose", "-q", str(FIXED))
     assert code == 2 and "unknown key fail_on" in err and "sglog.toml" in err
+
+
+def test_shell_completion_script():
+    import subprocess
+
+    p = subprocess.run([*SGLOG, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "_sglog_completion" in p.stdout and "complete " in p.stdout
