@@ -300,7 +300,8 @@ class RecordParser:
             named = self.catalogued(first)
             if named is not None:
                 return make("sglang_message", fields=_with_ray(named, ray), **common)
-            return make("unparsed", fields=_with_ray({"message": message[:2000]}, ray), **common)
+            fields = {"message": message[:2000], **messages.strip_prefix(first)[1]}  # (a logger prefix's parts: log_level, log_source ...)
+            return make("unparsed", fields=_with_ray(fields, ray), **common)
         kind, fields = res
         if kind == "pip_package" and fields.get("package") == "sglang" and fields.get("version"):
             self.version = str(fields["version"])  # ranks ambiguous catalogue matches

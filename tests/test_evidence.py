@@ -78,3 +78,11 @@ def test_plain_words_name_no_server():
 def test_sglang_code_in_a_block_is_evidence(tmp_path, block):
     f = _verdict(tmp_path, block)
     assert f["verdict"] == "sglang" and "traceback" in f["evidence"]
+
+
+def test_an_sglang_module_in_a_logger_prefix_is_evidence(tmp_path):
+    # a message no rule or template names, behind `LEVEL file.py:N: ` naming an SGLang module
+    f = _verdict(tmp_path, "WARNING scheduler.py:999: a brand-new message of a future release\n")
+    assert f["verdict"] == "sglang" and "module" in f["evidence"]
+    f = _verdict(tmp_path, "WARNING utils.py:12: a message of some program\n")  # too common a name to tell
+    assert f["verdict"] != "sglang"

@@ -319,6 +319,10 @@ class Catalogue:
     def __len__(self) -> int:
         return len(self._raw)
 
+    def sources(self) -> list[str]:
+        """The ``module:line`` of every kept template (which files print SGLang's messages)."""
+        return [r["s"] for r in self._raw]
+
     def _build(self) -> Any:
         """The automaton of the templates' key pieces (each cut to ``KEY_CHARS``: as selective,
         and a trie a fraction of the size to build)."""
