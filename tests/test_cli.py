@@ -339,3 +339,11 @@ def test_shell_completion_script():
 
     p = subprocess.run([*SGLOG, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "_sglog_completion" in p.stdout and "complete " in p.stdout
+
+
+def test_events_since_until_and_rank(capsys, monkeypatch):
+    code, out, _ = sglog(capsys, monkeypatch, "events", str(OOM), "--since", "2026-02-27 10:14:44", "--until", "10:14:47", "--rank", "TP6", "-f", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and rows and all(r["rank"] == "TP6" and "2026-02-27 10:14:44" <= r["ts"] <= "2026-02-27 10:14:47" for r in rows)
+    code, _, err = sglog(capsys, monkeypatch, "events", str(OOM), "--since", "yesterday")
+    assert code == 2 and "--since 'yesterday'" in err

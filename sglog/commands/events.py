@@ -26,6 +26,9 @@ def events(
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, jsonl, csv, parquet (-o FILE) or json.")] = TableFormat.table,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-file line accounting and coverage instead of events.")] = False,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help="Only events at or after TIME: '2026-02-27 10:05', or '10:05' for the time of day.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help="Only events at or before TIME (as --since).")] = None,
+    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help="Only events of this rank, e.g. TP3 or DP1 (repeatable).")] = None,
 ) -> None:
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
@@ -50,10 +53,11 @@ def events(
         stdout_console().print(stats_table(doc))
         return
     wanted = set(kind or [])
+    keep = _filter(since, until, rank)
     rows = []
     for p in parsed:
         for d in p.iter_dicts():
-            if not wanted or d["kind"] in wanted:
+            if (not wanted or d["kind"] in wanted) and keep(d):
                 rows.append(d)
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
         text = "".join(jsonout.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in rows)
@@ -78,6 +82,50 @@ def events(
 def _exported(row: dict) -> dict:
     """An event as every export format writes it: the rank as its label (``TP0``, ``TP1 DP0``)."""
     return row | {"rank": _rank_label(row.get("rank"))} if "rank" in row else row
+
+
+def _when(text: str, option: str) -> tuple[str, bool]:
+    """``--since``/``--until``'s TIME as a comparable text and whether it has a date (``10:05`` has not)."""
+    from datetime import datetime, time
+
+    from sglog.errors import UsageError
+
+    try:
+        return datetime.fromisoformat(text.strip()).isoformat(sep=" "), True
+    except ValueError:
+        pass
+    try:
+        return time.fromisoformat(text.strip()).isoformat(), False
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: give a time as '2026-02-27 10:05[:00]' or '10:05[:00]'") from None
+
+
+def _filter(since: str | None, until: str | None, ranks: list[str] | None):
+    """Whether an event row is in the --since/--until window and of one of the --rank ranks
+    (an event without a time or a rank is out when the option is given)."""
+    lo = _when(since, "--since") if since else None
+    hi = _when(until, "--until") if until else None
+    want = {r.strip().upper() for r in ranks or [] if r.strip()}
+
+    def keep(d: dict) -> bool:
+        ts = d.get("ts")
+        for bound, after in ((lo, True), (hi, False)):
+            if bound is None:
+                continue
+            if not ts:
+                return False
+            value, dated = bound
+            mine = str(ts) if dated else str(ts).rsplit(" ", 1)[-1]
+            mine = mine[: len(value)] if not after else mine
+            if (mine < value) if after else (mine > value):
+                return False
+        if want:
+            label = _rank_label(d.get("rank")) or ""
+            if not want & set(label.split()):
+                return False
+        return True
+
+    return keep
 
 
 def _check_kinds(kinds: list[str]) -> None:
