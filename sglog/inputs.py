@@ -396,8 +396,10 @@ def _open(name: str) -> Source:
     return src
 
 
-def _open_binary(src: Source, partial: bool = False) -> io.BufferedIOBase:
+def _open_binary(src: Source, partial: bool = False, raws: list | None = None) -> io.BufferedIOBase:
     raw = src.raw(partial)
+    if raws is not None:
+        raws.append(raw)
     if src.compression == "gzip":
         return _gzip_open(raw)
     if src.compression == "zstd":
@@ -567,8 +569,10 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
     """
     carry = b""
     sizes = [first_bytes or chunk_bytes] + ([max(1, chunk_bytes // 4), max(1, chunk_bytes // 2)] if ramp else [])
+    raws: list = []
+    lines = inflated = 0
     try:
-        with _open_binary(src, partial) as f:
+        with _open_binary(src, partial, raws) as f:
             seekable = src.compression == "none" and src.seekable
             while True:
                 block = f.read(sizes.pop(0) if sizes else chunk_bytes)
@@ -577,7 +581,14 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
                 cut = block.rfind(b"\n")
                 if cut < 0:
                     carry += block  # (a line longer than a block)
+                    _refuse_bombs(src, 0, 0, lines, inflated + len(carry), raws[0])
+                    if len(carry) > MAX_LINE_BYTES:
+                        raise InputError(f"{quote(src.name)}: a line longer than {MAX_LINE_BYTES >> 20} MiB: not a log sglog reads")
                     continue
+                n = block.count(b"\n", 0, cut + 1)
+                lines += n
+                inflated += len(carry) + cut + 1
+                _refuse_bombs(src, n, len(carry) + cut + 1, lines, inflated, raws[0])
                 head = carry
                 if cut == len(block) - 1:
                     carry = b""
@@ -599,6 +610,28 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
         raise
     if carry:
         yield b"", carry, len(carry)
+
+
+MAX_LINE_BYTES = 512 << 20  # one line longer than this is refused (it is held whole)
+TINY_LINES = 1_000_000  # this many lines (in a block, or in all) averaging under TINY_LINE_BYTES are refused
+TINY_LINE_BYTES = 4
+BOMB_BYTES = 256 << 20  # compressed input inflating past this ...
+BOMB_RATIO = 250  # ... at more than this ratio is refused (logs inflate 5-30x; a .gz of newlines 1,000x)
+
+
+def _refuse_bombs(src: Source, n: int, size: int, lines: int, inflated: int, raw) -> None:
+    """Refuse early what would be held whole (#28): millions of (nearly) empty lines -- each line
+    becomes an event; 10M one-character lines took 4.5 GB -- and a decompression bomb (a 1 MB .gz
+    of newlines grew past 6.8 GB).  Called per block, with the block's and the running totals."""
+    if (n >= TINY_LINES and size < TINY_LINE_BYTES * n) or (lines >= 4 * TINY_LINES and inflated < TINY_LINE_BYTES * lines):
+        raise InputError(f"{quote(src.name)}: {lines:,} lines averaging {inflated / max(lines, 1):.1f} bytes: not a log sglog reads (refused before holding them)")
+    if src.compression != "none" and inflated > BOMB_BYTES:
+        try:
+            read = raw.tell() if not isinstance(raw, _StreamReader) else raw.stream.read_bytes
+        except (OSError, ValueError, AttributeError):
+            return
+        if read and inflated > BOMB_RATIO * read:
+            raise InputError(f"{quote(src.name)}: inflates {inflated // read:,} times ({read:,} bytes to {inflated:,} so far): a decompression bomb, not a log")
 
 
 def even_blocks(rest: int, size: int, workers: int) -> int:

@@ -705,3 +705,68 @@ def test_a_future_version_is_read_and_the_summary_says_so(tmp_path):
     assert r.returncode in (0, 1), r.stderr.decode()
     assert f"SGLang 9.1.0 is newer than sglog knows: read with the formats of {newest_release()}" in r.stderr.decode().splitlines()[-1]
     assert "newer than sglog knows" not in run("diagnose", str(src)).stderr.decode()
+
+
+# ------------------------------------------------------------ memory: refused early or streamed
+
+
+def test_a_gzip_of_newlines_is_refused_early(tmp_path):
+    bomb = tmp_path / "bomb.log.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * (256 << 20), 9))  # (256 MiB of newlines in ~250 KB)
+    r = run("diagnose", str(bomb))
+    assert_clean_error(r, 2, "not a log sglog reads")
+
+
+def test_millions_of_one_character_lines_are_refused_early(tmp_path):
+    p = tmp_path / "tiny.log"
+    p.write_bytes(b"x\n" * 3_000_000)
+    assert_clean_error(run("events", "--stats", str(p)), 2, "not a log sglog reads")
+
+
+def test_a_decompression_bomb_without_newlines_is_refused(tmp_path):
+    p = tmp_path / "a.log.gz"
+    p.write_bytes(gzip.compress(b"[2026-01-01 00:00:00] " + b"a" * (400 << 20), 9))
+    assert_clean_error(run("events", "--stats", str(p)), 2, "decompression bomb")
+
+
+def test_events_export_is_batched_and_the_same(tmp_path, monkeypatch):
+    """The export writes a batch of rows at a time (EXPORT_BATCH); the file is the same as one frame's."""
+    import polars as pl
+
+    from sglog.cli import main
+    from sglog.commands import events as events_cmd
+
+    log = FIXTURES / "logs" / "story" / "baseline-cgbs128.log"
+    outs = {}
+    for batch in (7, 10**9):
+        monkeypatch.setattr(events_cmd, "EXPORT_BATCH", batch)
+        for fmt in ("parquet", "csv"):
+            out = tmp_path / f"{batch}.{fmt}"
+            try:
+                main(["events", "-f", fmt, "-o", str(out), str(log)])
+            except SystemExit as e:
+                assert e.code in (0, None)
+            outs[batch, fmt] = out
+    a, b = pl.read_parquet(outs[7, "parquet"]), pl.read_parquet(outs[10**9, "parquet"])
+    assert a.height == b.height > 1000 and a.equals(b.select(a.columns))
+    assert outs[7, "csv"].read_text().splitlines()[1:] == outs[10**9, "csv"].read_text().splitlines()[1:]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sglog-")]
+
+
+def test_events_parquet_export_memory_is_bounded(tmp_path):
+    """200k generated lines (~37 MB): the export held every row as a dict at once (8.5 GB for 1M
+    lines); batched, 1M lines peak at 1.5 GB and these 200k at ~1.1 GB (mostly the parse's own)."""
+    import resource
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    log = generate.write_log(tmp_path / "g.log", 200_000)
+    code = f"import resource, sys\nfrom sglog.cli import main\ntry:\n    main(['events', '-f', 'parquet', '-o', {str(tmp_path / 'g.parquet')!r}, {str(log)!r}])\nexcept SystemExit as e:\n    assert not e.code, e.code\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    peak_mb = int(r.stdout.split()[-1]) / 1024
+    assert peak_mb < 1400, peak_mb
+    del resource

@@ -169,3 +169,76 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     else:
         frame.write_ndjson(buf)
     write_text(buf.getvalue(), out)
+
+
+def write_lines(pieces, out: Path | None) -> None:
+    """Text pieces (JSON lines) to stdout or to ``out`` as they come (never joined whole, #28)."""
+    if out is None:
+        for piece in pieces:
+            sys.stdout.write(piece)
+        sys.stdout.flush()
+        return
+    from sglog import output
+
+    def put(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8", buffering=1 << 20) as f:
+            for piece in pieces:
+                f.write(piece)
+
+    output.write_with(out, put)
+
+
+def write_frames(frames, fmt: TableFormat, out: Path | None) -> None:
+    """Frames of one table, in order, as one csv / parquet / jsonl, batch by batch (#28: the
+    whole table in memory at once peaked at 8.5 GB for 1M lines): each batch goes to an Arrow
+    IPC part beside the target, then polars streams the parts into the output (a lazy sink)."""
+    import shutil
+    import tempfile
+
+    import polars as pl
+
+    from sglog import output
+    from sglog.errors import UsageError
+
+    if fmt == TableFormat.parquet and out is None:
+        raise UsageError("--format parquet needs -o FILE")
+    folder = out.parent if out is not None else None
+    if folder is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # (output.write_with reports it)
+    try:
+        holder = tempfile.TemporaryDirectory(prefix=".sglog-parts-", dir=folder if folder is not None and folder.is_dir() else None)
+    except OSError as e:
+        from sglog.textsafe import quote
+
+        raise output.OutputError(f"{quote(str(out))}: cannot write ({output._reason(e)})") from None
+    with holder as parts:
+        files = []
+        for i, frame in enumerate(frames):
+            if frame.height or not files:
+                frame = frame.with_columns(pl.col(pl.Float32, pl.Float64).round(6))
+                f = Path(parts) / f"{i:06d}.arrow"
+                frame.write_ipc(f)
+                files.append(f)
+            del frame
+        lazy = pl.concat([pl.scan_ipc(f) for f in files], how="diagonal_relaxed") if files else pl.LazyFrame()
+
+        def sink(tmp: Path) -> None:
+            if fmt == TableFormat.parquet:
+                lazy.sink_parquet(tmp)
+            elif fmt == TableFormat.csv:
+                lazy.sink_csv(tmp)
+            else:
+                lazy.sink_ndjson(tmp)
+
+        if out is not None:
+            output.write_with(out, sink)
+            return
+        piped = Path(parts) / "out"
+        sink(piped)
+        sys.stdout.flush()
+        with open(piped, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout, 1 << 20)
+        sys.stdout.flush()

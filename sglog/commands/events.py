@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
-from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_text
+from sglog.commands._common import TableFormat, output_width, stdout_console, write_frames, write_lines, write_text
 from sglog import jsonout
 
 
@@ -54,29 +54,39 @@ def events(
         return
     wanted = set(kind or [])
     keep = _filter(since, until, rank)
-    rows = []
-    for p in parsed:
-        for d in p.iter_dicts():
-            if (not wanted or d["kind"] in wanted) and keep(d):
-                rows.append(d)
+
+    def selected():  # (streamed: the export holds one batch of rows at a time, #28)
+        for p in parsed:
+            for d in p.iter_dicts():
+                if (not wanted or d["kind"] in wanted) and keep(d):
+                    yield d
+
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
-        text = "".join(jsonout.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in rows)
-        write_text(text, output)
+        write_lines((jsonout.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in selected()), output)
         return
     if fmt == TableFormat.table:
         from sglog.render.tables import events_table
 
-        stdout_console().print(events_table(rows, width=output_width()))
+        stdout_console().print(events_table(list(selected()), width=output_width()))
         return
+    import itertools
+
     import polars as pl
 
-    frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in _exported(r).items()} for r in rows], infer_schema_length=None)
-    if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
-        # (a datetime, as in the Python API, when every event's time has its date)
-        parsed = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
-        if parsed.null_count() == frame["ts"].null_count():
-            frame = frame.with_columns(parsed.alias("ts"))
-    write_frame(frame, fmt, output)
+    def frame_of(rows) -> pl.DataFrame:
+        frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in _exported(r).items()} for r in rows], infer_schema_length=None)
+        if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
+            # (a datetime, as in the Python API, when every event's time has its date)
+            ts = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+            if ts.null_count() == frame["ts"].null_count():
+                frame = frame.with_columns(ts.alias("ts"))
+        return frame
+
+    rows = selected()
+    write_frames((frame_of(batch) for batch in iter(lambda: list(itertools.islice(rows, EXPORT_BATCH)), [])), fmt, output)
+
+
+EXPORT_BATCH = 100_000  # rows per frame of an export (a frame of 100k rows: ~100 MB of Python dicts on the way)
 
 
 def _exported(row: dict) -> dict:
