@@ -317,23 +317,16 @@ def _dirty_regex() -> str:
     return "|".join(alts)
 
 
-_KNOWN_GLUE_PREFIX = r"^(?:\.+|.*\d{1,3}%(?: Completed \||\|).*)$"
-
-
 @functools.cache
 def _glue_needles() -> tuple[str, ...]:
-    """Literals that every line records.clean would cut contains, when its glue rule is the known one.
+    """Literals that every line records.clean would cut contains (records.GLUE_NEEDLES).
 
     A claimed line starts with a record head, so the text before a glued head
-    can only be a progress bar (``..NN%|`` or ``..NN% Completed |``).  With
-    another rule in records.py, ``route`` uses a superset regex instead.
+    can only be a progress bar (``..NN%|`` or ``..NN% Completed |``).
     """
     from sglog import records
 
-    pat = getattr(records, "_GLUE_PREFIX", None)
-    if pat is not None and pat.pattern == _KNOWN_GLUE_PREFIX:
-        return ("%|", "% Completed |")
-    return ()
+    return records.GLUE_NEEDLES
 
 
 # ---------------------------------------------------------------- envelope

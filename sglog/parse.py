@@ -520,7 +520,6 @@ def parse_source(
             parts.append(frame)
         blocks.clear()
         setattr(log, attr, fastpath.concat_frames(parts))
-    under_way.set()
     return log
 
 
@@ -578,11 +577,6 @@ def _insert_rows(frame: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
         pieces.append(frame.slice(prev))
     return fastpath.concat_frames(pieces)
 
-
-# set once a parse's workers are under way (its first chunk read) or the parse has ended: a command's
-# background imports wait for it (commands/_common.preload), not to slow the start of the reading,
-# which is all Python on one core (imports, the parser's warm-up, the first chunk's teaching)
-under_way = threading.Event()
 
 AHEAD = 2  # chunks read ahead beyond one per worker: workers then rarely wait for the caller (1M lines: -10%)
 
@@ -650,8 +644,6 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
             if inner is not df:
                 res = unwrap.restore(res, df)
             res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
-            if lead:
-                under_way.set()  # (the workers run: the first chunk is read)
             return res, df.height
         finally:
             if lead:

@@ -68,7 +68,7 @@ def clean(raw: str) -> str:
         s = t.lstrip()
         if _SGL_PREFIX.match(s):
             return s
-    if "%|" in t or "% Completed |" in t or t.startswith(".."):  # cheap test before the regex search
+    if GLUE_NEEDLES[0] in t or GLUE_NEEDLES[1] in t or t.startswith(".."):  # cheap test before the regex search
         m = _GLUED.search(t)
         if m and m.start("head") > 0 and _GLUE_PREFIX.match(t[: m.start()]):
             t = t[m.start("head"):]
@@ -77,6 +77,8 @@ def clean(raw: str) -> str:
 
 _GLUED = None  # set by _init()
 _GLUE_PREFIX = re.compile(r"^(?:\.+|.*\d{1,3}%(?: Completed \||\|).*)$")
+# literals every progress bar that _GLUE_PREFIX cuts from the front of a log line contains (but a row of dots)
+GLUE_NEEDLES = ("%|", "% Completed |")
 _START = None
 _SGL_PREFIX = None
 _CONT_SGLANG = re.compile(
