@@ -280,9 +280,10 @@ def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
 
 
 def test_usage_errors_are_one_line():
-    r = run("events")
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr.decode()
+    for args in (["events", "--format", "nope", str(STORY)], ["events", "--kind", "no_such_kind", str(STORY)], ["no-such-command"]):
+        r = run(*args)
+        assert r.returncode == 2, (args, r.stderr.decode())
+        assert "Traceback" not in r.stderr.decode() and r.stderr.decode().count("sglog: error:") == 1
 
 
 # ------------------------------------------------------------ every fixture: never the internal-error code
