@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None) -> None:
     try:
-        rc = app(argv, standalone_mode=False)  # typer.Exit(n) comes back as the return value here
+        rc = app(argv, prog_name="sglog", standalone_mode=False)  # typer.Exit(n) comes back as the return value here
         if isinstance(rc, int) and not isinstance(rc, bool) and rc:
             sys.exit(rc)
     except SglogError as e:
