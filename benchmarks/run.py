@@ -291,7 +291,7 @@ def fmt_row(cols: list[str], widths: list[int]) -> str:
 def correctness(sample_lines: int, source: Path) -> dict:
     """Fast path == lark-only path on the first lines of a benchmark log (and with tiny chunks)."""
     sys.path.insert(0, str(ROOT))
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
 
     with tempfile.TemporaryDirectory() as td:
         sample = Path(td) / "sample.log"
@@ -327,7 +327,7 @@ def _findings(log) -> list[dict]:
 
 
 def normalise(d: dict) -> dict:
-    from sglog.parse import comparable
+    from sglog.read.parse import comparable
 
     return comparable(d)
 

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     finally:
-        from sglog.inputs import remove_spooled
+        from sglog.read.inputs import remove_spooled
 
         remove_spooled()  # the temporary copy of stdin, if any
 

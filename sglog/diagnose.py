@@ -59,7 +59,7 @@ def diagnose_runs(runs, select: Iterable[str] | None = None, ignore: Iterable[st
 def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
     """Read the text of evidence lines the rules could not carry (batch-frame rows) from their files."""
     from sglog.errors import InputError
-    from sglog.inputs import open_source, opened, read_lines
+    from sglog.read.inputs import open_source, opened, read_lines
 
     wanted: dict[str, set[int]] = {}
     for f in findings:
@@ -136,7 +136,7 @@ def _file_stats(path: str, lines: int, blank: int, unparsed: int, events, frame_
 def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
     """(every input can be diagnosed as an SGLang log, coverage document).
 
-    Accepts ``ParsedLog`` objects (``sglog.parse.parse_file``) or ``Run``
+    Accepts ``ParsedLog`` objects (``sglog.read.parse.parse_file``) or ``Run``
     objects.  Coverage is the share of non-blank lines sglog understood.
     Whether a file is SGLang's is decided from evidence, never from coverage
     (sglog/read/evidence.py): SGLang's envelope, a kind or catalogued message

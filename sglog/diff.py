@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from sglog import args as sargs
+from sglog.read import args as sargs
 from sglog.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -346,7 +346,7 @@ def _load(path: str) -> tuple[Run, ...]:
     try:
         st = os.stat(path)
     except OSError:
-        from sglog.inputs import open_source
+        from sglog.read.inputs import open_source
 
         open_source(path)  # raises the one-line InputError
         raise InputError(f"{path}: cannot read") from None

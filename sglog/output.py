@@ -34,7 +34,7 @@ def _reason(e: OSError) -> str:
 def check_not_an_input(target: Path) -> None:
     """Refuse a target that is one of the inputs this process opened (the same file, by device
     and inode, whatever the name)."""
-    from sglog import inputs
+    from sglog.read import inputs
 
     try:
         st = os.stat(target)

@@ -20,10 +20,10 @@ from typing import Any
 
 import polars as pl
 
-from sglog import args as sargs
-from sglog import fastpath
+from sglog.read import args as sargs
+from sglog.read import fastpath
 from sglog.events import RANK_AXES, Event, Rank
-from sglog.parse import ParsedLog, parse_file
+from sglog.read.parse import ParsedLog, parse_file
 from sglog.schema import ENVELOPE_COLUMNS
 
 # ------------------------------------------------------------------ results

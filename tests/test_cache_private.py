@@ -50,7 +50,7 @@ def test_nothing_loadable_is_written_to_the_shared_temp_folder(tmp_path):
 
 
 def _plant(folder: Path, marker: Path) -> Path:
-    from sglog import grammar
+    from sglog.read import grammar
 
     folder.mkdir(parents=True, exist_ok=True)
     planted = folder / grammar.parser_cache_name()

@@ -13,7 +13,7 @@ import sglog
 from sglog import timeline
 from sglog.cli import main
 from sglog.diagnose import diagnose_runs, document, looks_like_sglang, merged_args
-from sglog.parse import parse_file
+from sglog.read.parse import parse_file
 from sglog.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from sglog.diagnose import diagnose_runs, document, looks_like_sglang
-from sglog.parse import parse_file
+from sglog.read.parse import parse_file
 from sglog.runs import build_runs
 
 ROOT = Path(__file__).resolve().parent.parent

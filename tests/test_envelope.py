@@ -288,7 +288,7 @@ _LONG = [
 
 def test_hard_wrap_width_is_found_and_only_then():
     from sglog.read.envelope import hard_wrap_width
-    from sglog.records import is_start
+    from sglog.read.records import is_start
 
     wrapped = _hard_wrap(_LONG, 80)
     assert hard_wrap_width(wrapped, is_start) == 80
@@ -297,7 +297,7 @@ def test_hard_wrap_width_is_found_and_only_then():
 
 
 def test_a_hard_wrapped_paste_reads_as_the_whole_lines(tmp_path):
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
 
     log = tmp_path / "w.log"
     log.write_text("\n".join(_hard_wrap(_LONG, 80)) + "\n")

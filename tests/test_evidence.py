@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglog.diagnose import looks_like_sglang
-from sglog.parse import parse_file
+from sglog.read.parse import parse_file
 from sglog.read.evidence import OTHER_SERVERS, other_server
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sglog import fastpath, grammar
-from sglog.parse import comparable, RecordParser, parse_file
-from sglog.records import Record
+from sglog.read import fastpath, grammar
+from sglog.read.parse import comparable, RecordParser, parse_file
+from sglog.read.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ ODD = [
     "[2026-02-23 10:15:02 TP2] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 12, #new_token_ratio: 0.42 -> 0.5567",
     "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1234s | # Objects: gen0=5, gen1=0, gen2=123456 | This may cause latency jitter.",
     "[2026-02-23 10:15:02 TP4] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.1.2s | # Objects: gen0=5, gen1=0, gen2=123456 | x",
-    # the generator's own decode/prefill shapes (the whole-line path, sglog/fastpath.py LitPlan) with a twist
+    # the generator's own decode/prefill shapes (the whole-line path, sglog/read/fastpath.py LitPlan) with a twist
     "[2026-02-23 10:15:02 DP1 TP3 EP3] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP\uff13] Decode batch, #running-req: 5, #token: 6178, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
     "[2026-02-23 10:15:02 TP3] Decode batch, #running-req: 5, #token: 1234567890123456789, token usage: 0.01, accept len: 3.03, accept rate: 0.68, cuda graph: True, gen throughput (token/s): 616.50, #queue-req: 0",
@@ -154,7 +154,7 @@ def test_raw_chunks_are_the_file_cut_at_newlines(tmp_path, compress):
     block's end) without joining head and block; a plain file's blocks come out whole (the bytes
     after ``end`` are read again, a seek back), compressed ones carry the cut line as the next head.
     ``split_lines`` reads each chunk as Python's split would."""
-    from sglog.inputs import iter_byte_chunks, iter_raw_chunks, open_source
+    from sglog.read.inputs import iter_byte_chunks, iter_raw_chunks, open_source
 
     lines = [b"x" * (i * 37 % 300) + "\u00e9".encode() * (i % 3) for i in range(400)] + [b"a\r", b"", b"y" * 5000, b"\xc3\xa9 caf\xc3\xa9"]
     data = b"\n".join(lines) + b"\nno final newline"
@@ -456,7 +456,7 @@ def test_a_shape_that_reads_wrong_is_retired(odd_path, reference, monkeypatch):
 
 
 def test_parse_files_in_processes(tmp_path, odd_path, reference):
-    from sglog.parse import parse_files
+    from sglog.read.parse import parse_files
 
     other = write(tmp_path, list(GEN.generate_lines(300, 4)), "other.log")
     logs = parse_files([str(odd_path), str(other)], jobs=2, keep_text=True)
@@ -541,7 +541,7 @@ def test_insert_rows_equals_a_sort_of_both():
     is the frame a concatenation and a sort by line gives (columns of either side, in line order)."""
     import random
 
-    from sglog.parse import _insert_rows
+    from sglog.read.parse import _insert_rows
 
     rnd = random.Random(3)
     for _ in range(50):
@@ -558,7 +558,7 @@ def test_insert_rows_equals_a_sort_of_both():
 
 
 def test_frame_kinds_counts_each_kind_also_unexpected_ones():
-    from sglog.parse import frame_kinds
+    from sglog.read.parse import frame_kinds
 
     frame = pl.DataFrame({"line": [1, 2, 3, 4], "kind": ["decode_batch", "prefill_batch", "decode_batch", "decode_batch"]})
     assert frame_kinds(frame, fastpath.BATCH_KINDS) == {"decode_batch": 3, "prefill_batch": 1}
@@ -570,7 +570,7 @@ def test_frame_kinds_counts_each_kind_also_unexpected_ones():
 def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkeypatch):
     """Batch/access lines the record layer read join the whole frame when they are few, each its
     chunk's frame when they are many: both give the lark-only reading."""
-    from sglog import parse
+    from sglog.read import parse
 
     hot_before = sum(1 for d in reference if d["kind"] in fastpath.HOT_KINDS)
     assert hot_before
@@ -582,7 +582,7 @@ def test_many_lark_read_batch_rows_join_their_chunks(odd_path, reference, monkey
 @pytest.mark.parametrize("rest", [0, 1 << 20, 4 << 20, 5 << 20, 31 << 20, 64 << 20, 130 << 20, 183 << 20, 192 << 20, 193 << 20, 919 << 20])
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_even_blocks_give_each_worker_as_many_blocks_of_one_size(rest, workers):
-    from sglog.inputs import even_blocks
+    from sglog.read.inputs import even_blocks
 
     size = 32 << 20
     block = even_blocks(rest, size, workers)
@@ -615,7 +615,7 @@ def test_teach_derives_the_batch_shapes_before_any_chunk_is_read(odd_path):
 def test_a_prefetched_input_is_read_in_the_same_chunks(tmp_path, odd_path, compress):
     """inputs.prefetch reads the first blocks while a command imports the rest; the parse then gets
     exactly the chunks it would have read itself -- or none, when the plan differs."""
-    from sglog import inputs
+    from sglog.read import inputs
 
     path = tmp_path / ("p.log.gz" if compress else "p.log")
     path.write_bytes(gzip.compress(odd_path.read_bytes()) if compress else odd_path.read_bytes())
@@ -634,7 +634,7 @@ def test_a_prefetched_input_is_read_in_the_same_chunks(tmp_path, odd_path, compr
 
 
 def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
-    from sglog import inputs
+    from sglog.read import inputs
 
     inputs.prefetch(str(odd_path), 64 << 10, 2)
     assert_same(dicts(odd_path, chunk_bytes=64 << 10, threads=2), reference)
@@ -644,7 +644,7 @@ def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
 @pytest.mark.parametrize("keep", [3000, -200])
 def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep):
     """The read-ahead hands the error on where it happened (in its blocks or after them)."""
-    from sglog import inputs
+    from sglog.read import inputs
     from sglog.errors import InputError
 
     gz = tmp_path / "cut.log.gz"

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sglog.parse import ParsedLog, parse_file
+from sglog.read.parse import ParsedLog, parse_file
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from sglog import grammar
+from sglog.read import grammar
 from sglog.events import BLOCK_KINDS, KIND_CLASSES, SPECIAL_KINDS
-from sglog.parse import RecordParser
-from sglog.records import fold
+from sglog.read.parse import RecordParser
+from sglog.read.records import fold
 
 LINES = Path(__file__).resolve().parent.parent / "fixtures" / "lines"
 

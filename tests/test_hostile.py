@@ -69,7 +69,7 @@ def test_binary_file(tmp_path):
 
 
 def test_unreadable_file(tmp_path, monkeypatch):
-    from sglog import inputs
+    from sglog.read import inputs
     from sglog.errors import InputError
 
     p = tmp_path / "secret.log"
@@ -167,7 +167,7 @@ def test_gzip_without_isal_reads_the_same(tmp_path, monkeypatch):
     """.gz is inflated by ISA-L when it is installed, else by zlib: the same lines either way."""
     import builtins
 
-    from sglog import inputs
+    from sglog.read import inputs
 
     text = "".join(f"{READY}\n{DECODE}\n" for _ in range(3000))
     p = tmp_path / "x.log.gz"
@@ -261,7 +261,7 @@ def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
     p = tmp_path / "x.log"
     p.write_text(READY + "\n")
     code = (
-        "import sys, sglog.parse as P\n"
+        "import sys, sglog.read.parse as P\n"
         "def boom(*a, **k):\n"
         "    secret = 'sk-live-123'\n"
         "    raise ValueError('kaboom')\n"
@@ -411,7 +411,7 @@ def test_stdin_is_streamed_not_spooled(tmp_path):
 def test_a_stream_keeps_a_bounded_copy(monkeypatch):
     """What a stream's reading keeps for later stages is bounded; past the bound the earlier lines
     are still served and a second reading is refused in one line."""
-    from sglog import inputs
+    from sglog.read import inputs
     from sglog.errors import InputError
 
     r, w = os.pipe()

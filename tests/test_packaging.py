@@ -41,9 +41,9 @@ def test_installed_wheel_parses_with_its_own_grammar(wheel, tmp_path):
     log = tmp_path / "x.log"
     log.write_text("[2026-02-23 10:15:02 TP0] Load weight begin. avail mem=78.50 GB\n")
     code = (
-        "import sglog, sglog.grammar as g\n"
+        "import sglog, sglog.read.grammar as g\n"
         "assert sglog.__file__.startswith(%r), sglog.__file__\n"
-        "from sglog.parse import parse_file\n"
+        "from sglog.read.parse import parse_file\n"
         "log = parse_file(%r)\n"
         "print(log.events[0].kind, log.events[0].get('avail_mem'))\n"
     ) % (str(target), str(log))

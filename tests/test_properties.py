@@ -7,7 +7,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sglog.parse import parse_file
+from sglog.read.parse import parse_file
 
 PIECES = [
     "[2026-02-23 10:16:52 TP0] ",
@@ -111,7 +111,7 @@ PLAIN = [
 def test_vectorised_path_reads_like_lark_with_tiny_chunks(tmp_path_factory, lines):
     """The whole-line shapes, claims and term shapes (learned from plain lines in the first chunks)
     give the events of the lark-only path, whatever lines come after."""
-    from sglog.parse import comparable
+    from sglog.read.parse import comparable
 
     lines = PLAIN * 6 + lines
     p = tmp_path_factory.mktemp("prop") / "x.log"

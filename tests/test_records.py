@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglog.records import Folder, clean, fold
+from sglog.read.records import Folder, clean, fold
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "fixtures" / "logs" / "real"
@@ -321,7 +321,7 @@ def test_a_run_of_blank_lines_is_not_cut_where_the_records_are_taken():
     """The parser takes completed records at each chunk's end; a run of blank lines there may go
     on in the next chunk (found by hypothesis: two blank lines across a 1 KB chunk boundary
     were two blank records on the fast path, one for lark)."""
-    from sglog.records import Folder
+    from sglog.read.records import Folder
 
     f = Folder()
     f.feed(1, "x")
@@ -335,7 +335,7 @@ def test_a_run_of_blank_lines_is_not_cut_where_the_records_are_taken():
 
 
 def test_blank_lines_across_a_chunk_boundary_read_like_lark(tmp_path):
-    from sglog.parse import comparable, parse_file
+    from sglog.read.parse import comparable, parse_file
 
     prefill = "[2026-02-23 10:16:52 TP1] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False"
     decode = "[2026-02-23 10:16:52 TP0] Decode batch, #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0"
@@ -457,7 +457,7 @@ def test_warning_fragment_without_its_header() -> None:
 
 
 def test_fragments_parse_as_their_kinds() -> None:
-    from sglog.parse import RecordParser
+    from sglog.read.parse import RecordParser
 
     rp = RecordParser("x.log")
     cases = {

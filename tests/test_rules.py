@@ -238,7 +238,7 @@ def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
 def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):
     """0.4.5.post3 prints "CUDA Graph is DISABLED." under --disable-cuda-graph: an excerpt without
     the args still counts as graphs disabled (no graph memory in the startup budget)."""
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
     from sglog.rules import facts
     from sglog.runs import build_runs
 
@@ -262,7 +262,7 @@ def test_logged_draft_positions_never_guess(tmp_path):
     definition gives one whole number (no rows, tiny rates or both definitions fitting: None)."""
     import polars as pl
 
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
     from sglog.rules.speculative import logged_draft_positions
     from sglog.runs import build_runs
 

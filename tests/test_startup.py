@@ -26,14 +26,14 @@ _PREFETCH_PROBE = """
 import json, sys
 import sglog.cli
 import sglog.commands.diagnose
-from sglog import inputs
+from sglog.read import inputs
 before = set(sys.modules)
 if sys.argv[1] == "prefetch":
     for _ in inputs.planned_chunks(inputs.open_source(sys.argv[2]), 1 << 16, 2):
         pass
 else:
     from sglog.diagnose import diagnose_runs, looks_like_sglang
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
     from sglog.runs import build_runs
     from sglog.rules import choose
 print(json.dumps(sorted(set(sys.modules) - before)))
@@ -53,7 +53,7 @@ def test_the_read_ahead_shares_no_import_with_the_command(tmp_path):
 
 _MALLOC_PROBE = """
 import sys
-from sglog import inputs
+from sglog.read import inputs
 if sys.argv[1] == "tuned":
     inputs.tune_malloc()
 def rss():
@@ -87,7 +87,7 @@ with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         cli.main()
     except SystemExit as e:
         code = e.code
-heavy = ("polars", "lark", "altair", "rich", "markdown_it", "vl_convert", "sglog.parse", "sglog.runs", "sglog.rules", "sglog.report")
+heavy = ("polars", "lark", "altair", "rich", "markdown_it", "vl_convert", "sglog.read.parse", "sglog.runs", "sglog.rules", "sglog.report")
 print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy),
                   "metadata": type(sys.modules.get("importlib.metadata")).__name__}))
 """
@@ -103,7 +103,7 @@ def test_help_loads_no_heavy_module():
 def test_a_command_loads_its_own_stage_only():
     out = json.loads(_probe(_LOADS_PROBE, "rules", "-f", "json"))
     assert out["code"] == 0 and "sglog.rules" in out["heavy"]
-    assert not [m for m in out["heavy"] if m.startswith(("lark", "altair", "sglog.parse", "sglog.report"))], out["heavy"]  # (the rules import polars)
+    assert not [m for m in out["heavy"] if m.startswith(("lark", "altair", "sglog.read.parse", "sglog.report"))], out["heavy"]  # (the rules import polars)
     out = json.loads(_probe(_LOADS_PROBE, "diagnose", "-q", "-f", "json", str(LOG)))
     assert out["code"] == 1 and "polars" in out["heavy"] and "lark" in out["heavy"]
     assert not [m for m in out["heavy"] if m.startswith(("altair", "sglog.report", "rich"))], out["heavy"]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sglog.parse import SOURCES, parse_file, source_of, unparsed_templates
+from sglog.read.parse import SOURCES, parse_file, source_of, unparsed_templates
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"

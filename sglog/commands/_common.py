@@ -56,7 +56,7 @@ def read_ahead(logs: list[str]) -> None:
     """Start reading the first input's first blocks while the command imports polars and the
     parser (``inputs.prefetch``: the other core reads and decompresses meanwhile, #7)."""
     if logs:
-        from sglog.inputs import prefetch
+        from sglog.read.inputs import prefetch
 
         prefetch(logs[0])
 

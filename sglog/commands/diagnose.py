@@ -73,7 +73,7 @@ def diagnose(
     read_ahead(logs)
 
     from sglog.errors import NotSGLangLog, UsageError
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
 
     if select or ignore:  # check selectors before parsing anything (the read-ahead above is best effort)
         from sglog.rules import choose

@@ -40,7 +40,7 @@ def events(
     logs = log_paths(logs)
     read_ahead(logs)
 
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
 
     parsed = [parse_file(p, keep_text=not stats) for p in logs]
     if stats:

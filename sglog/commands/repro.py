@@ -379,7 +379,7 @@ def _runs_until(path: str, stop_line: int | None):
     """The runs of the new log as they were when sglog began stopping the server (the shutdown is sglog's doing)."""
     import polars as pl
 
-    from sglog.parse import parse_file
+    from sglog.read.parse import parse_file
     from sglog.runs import build_runs
 
     log = parse_file(path)

@@ -100,7 +100,7 @@ def excerpt(text: str | None, note: str | None, width: int = EVIDENCE_WIDTH, nee
 
 def patch_command(command: str, args: dict[str, str | None]) -> str:
     """Apply an args patch to a launch command (replace, add, remove flags)."""
-    from sglog import args as sargs
+    from sglog.read import args as sargs
 
     try:
         words = shlex.split(command)

@@ -248,7 +248,7 @@ def _fmt_value(v: Any) -> str:
 
 
 def _flags_table(run) -> str:
-    from sglog import args as sargs
+    from sglog.read import args as sargs
 
     rows = []
     for fld in sorted(run.arg_origins):

@@ -1,7 +1,7 @@
 """Live progress of a launch: the startup phases read from the log as it is written.
 
-Lines go through the same grammar as whole files (``sglog.records.Folder`` +
-``sglog.parse.RecordParser``); the events move a small state machine of
+Lines go through the same grammar as whole files (``sglog.read.records.Folder`` +
+``sglog.read.parse.RecordParser``); the events move a small state machine of
 phases (weights, KV pool, CUDA graphs, their draft-model twins, ready) and
 notice a crash and its root cause.  The caller passes the clock (``now``, in
 seconds since launch), so this module is deterministic; renderers return
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sglog.events import Event
-from sglog.parse import RecordParser
-from sglog.records import Folder
+from sglog.read.parse import RecordParser
+from sglog.read.records import Folder
 
 # (key, label) in startup order
 PHASES = (

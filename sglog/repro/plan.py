@@ -4,7 +4,7 @@ Which flags go on the rebuilt command line (``pinned``):
 
 - the flags the operator set: the ones on the log's launch command when the
   log has it, otherwise the values that differ from SGLang's known defaults
-  (``sglog.args.origins``); the model path always;
+  (``sglog.read.args.origins``); the model path always;
 - values auto-chosen at startup (``AUTO_FIELDS``) are *not* pinned, so the
   relaunch lets SGLang choose them again, unless a fix changes them.
 
@@ -14,7 +14,7 @@ be fed back (nested values) or where SGLang rewrites what was typed (for
 instance ``--speculative-algorithm NEXTN`` runs as ``EAGLE``), and a flag
 that is only on the command keeps its typed value.
 
-Flags are spelled as SGLang spells them (``sglog.args.flag_of``: ``--tp 8``,
+Flags are spelled as SGLang spells them (``sglog.read.args.flag_of``: ``--tp 8``,
 ``--mem-fraction-static 0.88``), booleans as bare flags, lists as repeated
 values.  Every value stays one argv word: nothing here is ever given to a
 shell; ``quote`` only makes the command readable and copy-pasteable.
@@ -40,7 +40,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from sglog import args as sargs
+from sglog.read import args as sargs
 from sglog.errors import UsageError
 from sglog.runs import jsonable
 

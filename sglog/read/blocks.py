@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from sglog import grammar
+from sglog.read import grammar
 from sglog.events import to_gb
 
 

@@ -7,7 +7,7 @@ records, this module compiles
 * *flat* rules (a fixed sequence of literals and terminals, e.g. ``http_access``)
   into anchored regexes with one named group per terminal (``flat_rule_regex``),
 
-so that the vectorised polars path (sglog/fastpath.py) reads exactly the syntax
+so that the vectorised polars path (sglog/read/fastpath.py) reads exactly the syntax
 the grammar describes.
 """
 
@@ -30,7 +30,7 @@ def grammar_text() -> str:
             return res.read_text(encoding="utf-8")
     except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError):  # pragma: no cover
         pass
-    here = Path(__file__).resolve().parent.parent / "grammars" / GRAMMAR_FILE
+    here = Path(__file__).resolve().parents[2] / "grammars" / GRAMMAR_FILE
     return here.read_text(encoding="utf-8")
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from lark import Token, Tree
 from lark.exceptions import LarkError
 
-from sglog import grammar
+from sglog.read import grammar
 from sglog.events import KIND_CLASSES, guess, to_gb
 
 MAX_PARSE_CHARS = 1 << 20  # longer records are not given to lark (unparsed, with a reason)
@@ -236,7 +236,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
                 fields.update(desc=(m.group("desc") or "").strip(), n=_count(m.group("n")), total=None)
         return fields
     if kind == "native_backtrace":
-        from sglog import blocks
+        from sglog.read import blocks
 
         return blocks.read_native(message.split("\n"))
     if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log", "ucx_log"):

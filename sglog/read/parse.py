@@ -1,12 +1,12 @@
 """Records -> typed events, for whole files: the reader everything stands on.
 
 ``parse_file`` streams a file in newline-aligned chunks (memory flat in the
-size of the input).  Per chunk, the vectorised path (sglog/fastpath.py) reads
+size of the input).  Per chunk, the vectorised path (sglog/read/fastpath.py) reads
 the frequent line kinds with polars -- batch and access lines into polars
 frames, retractions and other single-terminal rules into events -- in worker
 threads (polars releases the GIL), while this thread folds the remaining
-lines into records (sglog/records.py) and parses them with the lark grammar
-(sglog/messages.py).  ``fast=False`` sends every line through the record layer
+lines into records (sglog/read/records.py) and parses them with the lark grammar
+(sglog/read/messages.py).  ``fast=False`` sends every line through the record layer
 and lark, with no memo but the exact one: the reference the fast path is
 checked against (tests/test_fastpath.py, benchmarks/run.py).
 
@@ -32,11 +32,11 @@ from typing import Any
 
 import polars as pl
 
-from sglog import blocks, fastpath, grammar, messages
+from sglog.read import blocks, fastpath, grammar, messages
 from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, make
-from sglog.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
+from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
-from sglog.records import Folder, Record, is_start
+from sglog.read.records import Folder, Record, is_start
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
 _MEMO_MAX = 20000

@@ -1,6 +1,6 @@
 """The vectorised path: whole chunks of a file read with polars, lark only for exemplars.
 
-Per chunk (newline-aligned bytes, see sglog/inputs.py):
+Per chunk (newline-aligned bytes, see sglog/read/inputs.py):
 
 1. **Lines.** ``split_lines`` turns the chunk into a frame ``(line, raw)`` with
    polars' CSV reader (one column, no quoting: a multi-threaded line splitter);
@@ -14,7 +14,7 @@ Per chunk (newline-aligned bytes, see sglog/inputs.py):
    *next* line: that line starts a record too (a record start never continues
    a record), or it is plain ASCII text that ``records._CONT_SGLANG`` does not
    take as a continuation.  Every other line goes to the record layer
-   (sglog/records.py) and lark, unchanged.
+   (sglog/read/records.py) and lark, unchanged.
    **Whole-line shapes** come first (``read_lit``): once a chunk has taught the
    book a batch shape, its plain lines (usual envelope, the exemplar's head,
    nothing after the last value but ``", "``) are checked by one regex without capture
@@ -33,7 +33,7 @@ Per chunk (newline-aligned bytes, see sglog/inputs.py):
    capture groups (the event class's TERMS) are read the same way.
 4. **Access lines** use the grammar's flat ``http_access`` rule compiled whole.
 5. **Checked.** For every shape used in a chunk, one row is re-read by the
-   record folder and lark and compared (sglog/parse.py); a mismatch retires
+   record folder and lark and compared (sglog/read/parse.py); a mismatch retires
    the shape and its rows go to lark.
 
 Batch and access rows become polars frames; rows of the other families become
@@ -50,7 +50,8 @@ from typing import Any
 
 import polars as pl
 
-from sglog import grammar, messages, records, schema
+from sglog import schema
+from sglog.read import grammar, messages, records
 from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
 
 BATCH_KINDS = ("decode_batch", "prefill_batch")
@@ -324,7 +325,7 @@ def _glue_needles() -> tuple[str, ...]:
     A claimed line starts with a record head, so the text before a glued head
     can only be a progress bar (``..NN%|`` or ``..NN% Completed |``).
     """
-    from sglog import records
+    from sglog.read import records
 
     return records.GLUE_NEEDLES
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sglog import grammar
+from sglog.read import grammar
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>]")
 
@@ -412,7 +412,7 @@ _FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "
 
 def _standalone(text: str) -> bool:
     """Is this line a record of its own (a message some grammar rule recognises)?"""
-    from sglog import messages
+    from sglog.read import messages
 
     return messages.parse_message(text) is not None
 
