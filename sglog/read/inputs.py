@@ -219,25 +219,25 @@ class _StreamReader(io.RawIOBase):
         return len(block)
 
 
-class _Unpack(io.RawIOBase):
-    """A plain stream's kept copy, inflated as it is read."""
+class _Inflating(io.RawIOBase):
+    """A reader of decompressed bytes: ``_more(limit)`` gives the next piece (about ``limit``
+    bytes at most, maybe fewer), None at the end; ``_out`` holds what a read did not take."""
 
-    def __init__(self, pieces: list[bytes]) -> None:
-        super().__init__()
-        isal = _isal()
-        self._z = (isal[1] if isal else zlib).decompressobj()
-        self._pieces = list(pieces)
-        self._out = b""
+    _out = b""
 
     def readable(self) -> bool:
         return True
 
+    def _more(self, limit: int) -> bytes | None:  # pragma: no cover - each subclass has its own
+        raise NotImplementedError
+
     def read(self, n: int = -1) -> bytes:
         n = (1 << 62) if n is None or n < 0 else n
         parts, got = [self._out], len(self._out)
-        while got < n and (self._pieces or self._z.unconsumed_tail):
-            data = self._z.unconsumed_tail or self._pieces.pop(0)
-            out = self._z.decompress(data, min(n - got, 64 << 20))
+        while got < n:
+            out = self._more(n - got)
+            if out is None:
+                break
             parts.append(out)
             got += len(out)
         block = b"".join(parts)
@@ -248,6 +248,22 @@ class _Unpack(io.RawIOBase):
         block = self.read(len(b))
         b[: len(block)] = block
         return len(block)
+
+
+class _Unpack(_Inflating):
+    """A plain stream's kept copy, inflated as it is read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__()
+        isal = _isal()
+        self._z = (isal[1] if isal else zlib).decompressobj()
+        self._pieces = list(pieces)
+
+    def _more(self, limit: int) -> bytes | None:
+        if not (self._pieces or self._z.unconsumed_tail):
+            return None
+        data = self._z.unconsumed_tail or self._pieces.pop(0)
+        return self._z.decompress(data, min(limit, 64 << 20))
 
 
 class Source:
@@ -407,7 +423,7 @@ def _open_binary(src: Source, partial: bool = False, raws: list | None = None) -
     return raw
 
 
-class _ZstdReader(io.RawIOBase):
+class _ZstdReader(_Inflating):
     """zstd frames, one after another, inflated a little at a time (a small block of input can
     inflate to hundreds of MB); an input that ends inside a frame is an error (the zstandard
     module's stream reader reports such an input as complete)."""
@@ -423,13 +439,11 @@ class _ZstdReader(io.RawIOBase):
         self._name = name
         self._z = zstandard.ZstdDecompressor().decompressobj()
         self._fed = False  # input given to the current frame
-        self._out = b""
         self._eof = False
 
-    def readable(self) -> bool:
-        return True
-
-    def _more(self) -> bytes:
+    def _more(self, limit: int) -> bytes | None:
+        if self._eof:
+            return None
         if self._z.eof:
             rest = self._z.unused_data
             self._z = self._zstd.ZstdDecompressor().decompressobj()
@@ -445,22 +459,6 @@ class _ZstdReader(io.RawIOBase):
             return b""
         self._fed = True
         return self._z.decompress(data)
-
-    def read(self, n: int = -1) -> bytes:
-        n = (1 << 62) if n is None or n < 0 else n
-        parts, got = [self._out], len(self._out)
-        while got < n and not self._eof:
-            out = self._more()
-            parts.append(out)
-            got += len(out)
-        block = b"".join(parts)
-        self._out = block[n:]
-        return block[:n]
-
-    def readinto(self, b) -> int:
-        block = self.read(len(b))
-        b[: len(block)] = block
-        return len(block)
 
 
 def _isal():
