@@ -9,13 +9,13 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from test_repro import alive, free_port  # (one definition: a zombie not yet reaped counts as gone)
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "standin"
@@ -30,23 +30,6 @@ p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], sta
 open(os.environ["ESCAPED_PID"], "w").write(str(p.pid))
 os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # (a zombie not yet reaped by its parent counts as gone)
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def wait_gone(pids: list[int], seconds: float) -> list[int]:
