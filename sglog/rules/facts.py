@@ -1,9 +1,8 @@
-"""Facts about a run that several rules share: the crash and who explains it, CUDA-graph sizes,
-speculative settings, version bounds, the steady decode window.
+"""Facts about a run that several rules share: the crash (its root cause, phase and fan-out),
+CUDA-graph sizes, speculative settings, version bounds, the steady decode window.
 
-Pure functions of a :class:`~sglog.runs.Run`.  The crash *classification* is
-here (not in each rule) so that exactly one rule claims a crash: the specific
-rule when one applies, otherwise `crash`.
+Pure functions of a :class:`~sglog.runs.Run`.  Which rule explains a crash is
+not decided here: each crash rule claims it (sglog/rules/ownership.py).
 """
 
 from __future__ import annotations
@@ -22,46 +21,12 @@ CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
 DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
 
-# -------------------------------------------------------------- text classification tables
-# Exception texts that name a class of failure.  (These read the *message* of a
-# traceback, a typed field; the syntax of the lines lives in the grammar.)
-NCCL_PATTERNS = (
-    "nccl error",
-    "ncclinternalerror",
-    "ncclsystemerror",
-    "ncclremoteerror",
-    "nccl communicator",
-    "processgroupnccl",
-    "collective operation timeout",
-    "nccl watchdog",
-    "nccl timeout",
-    "socketpollconnect",
-)
-ILLEGAL_MEMORY_PATTERNS = (
-    "illegal memory access",
-    "an illegal instruction was encountered",
-    "misaligned address",
-    "hsa_status_error_exception",
-    "memory access fault by gpu",
-    "unspecified launch failure",
-)
-ARCH_PATTERNS = (
-    "no kernel image is available",
-    "unsupported architecture",
-    "not supported in this architecture",
-    "is only supported on blackwell",
-    "backends are supported on blackwell",
-    "requires gpus with sm",
-    "no supported cuda architectures found",
-    "torchsymmmemcommunicator: device capability",
-    "sm120",
-    "sm_120",
-    "sm_121",
-)
-MISSING_DEP_TYPES = ("ImportError", "ModuleNotFoundError")
+# -------------------------------------------------------------- what an error says
+# Texts several crash rules read from an error's *message* (a typed field; the
+# syntax of the lines lives in the grammar).  A table only one rule reads lives
+# in that rule (sglog/rules/ownership.py: each rule claims its crashes).
 NOT_ENOUGH_MEMORY = ("not enough memory. please try to increase --mem-fraction-static", "leave no gpu memory for the kv cache", "not enough gpu memory for hybrid")
 CAPTURE_FAILED = ("capture cuda graph failed", "capture prefill cuda graph failed")
-IMBALANCE = ("memory capacity is unbalanced",)
 OOM_PATTERNS = ("out of memory", "outofmemoryerror")
 
 
@@ -108,13 +73,13 @@ def in_capture_frames(e) -> bool:
 
 @dataclass(frozen=True)
 class Crash:
-    """The root cause of a crash and the rule that explains it."""
+    """The root cause of a crash, where it happened and what followed from it."""
 
     event: Any  # the root-cause Event
     phase: str | None  # startup phase (or "serving") the crash happened in
-    category: str  # the owning rule's name
     text: str  # lower-cased exception text
     truncated: bool  # the traceback's exception line is missing
+    fanout: tuple = ()  # what followed from it: SIGQUIT, "child failed", dead ranks, the same error on other ranks
 
 
 def _significant_after(run, line_file: tuple[str, int]) -> bool:
@@ -142,12 +107,12 @@ def error_events(run) -> list:
 
 
 def crash(run) -> Crash | None:
-    """The crash of a run (None if it did not crash), with its root cause and owner (once per run)."""
-    return run.memo("crash", _crash)
+    """The crash of a run (None if it did not crash), with its root cause (once per run)."""
+    return run.memo("root_cause", _crash)
 
 
 def _crash(run) -> Crash | None:
-    """The crash of a run (None if it did not crash), with its root cause and owner.
+    """The crash of a run (None if it did not crash), with its root cause.
 
     A run crashed if `run.ending` says so and it has a root-cause error, or
     if it logged an SGLang traceback after which the server never became ready
@@ -174,13 +139,44 @@ def _crash(run) -> Crash | None:
     phase = crash_phase(run, rc)
     text = context_text(run, rc)
     truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
-    return Crash(rc, phase, classify(run, rc, phase, text, truncated), text, truncated)
+    return Crash(rc, phase, text, truncated, fanout_of(run, rc))
 
 
-def crash_of(run, category: str) -> Crash | None:
-    """The run's crash when the rule named `category` is the one that explains it."""
-    c = crash(run)
-    return c if c is not None and c.category == category else None
+FANOUT_KINDS = ("sigquit", "sigquit_handler", "scheduler_dead", "process_killed")
+
+
+def fanout_of(run, rc) -> tuple:
+    """The consequences of the root cause `rc`: the SIGQUIT / "child failed" / "scheduler is dead"
+    lines after it, and the same exception type on the other ranks."""
+    after = (rc.file, rc.line)
+    out = [e for e in run.events_of(*FANOUT_KINDS) if (e.file, e.line) > after]
+    t = rc.get("exc_type")
+    if t:
+        label = rc.rank.label if rc.rank else None
+        out += [e for e in run.events_of(*ERROR_KINDS) if e is not rc and e.get("exc_type") == t and (e.rank.label if e.rank else None) != label]
+    out.sort(key=lambda e: (e.file, e.line))
+    return tuple(out)
+
+
+def is_spec_auto(run) -> bool:
+    """Speculative decoding with an auto-chosen --mem-fraction-static (the draft model is not budgeted)."""
+    return is_spec(run) and run.origin("mem_fraction_static") != "explicit"
+
+
+def not_enough_memory(c: Crash) -> bool:
+    """SGLang's own "not enough memory for the KV cache" startup check failed."""
+    return bool(c.event.get("not_enough_memory")) or has_any(c.text, NOT_ENOUGH_MEMORY)
+
+
+def oom_crash(c: Crash) -> bool:
+    """A complete out-of-memory error (its exception line is in the log)."""
+    return not c.truncated and is_oom(c.event)
+
+
+def in_capture(run, c: Crash) -> bool:
+    """Did the crash happen inside CUDA-graph capture (the phase its rank was in, the message, the frames)?"""
+    rc = c.event
+    return (c.phase in CAPTURE_PHASES and _rank_began(run, rc, c.phase)) or bool(rc.get("capture_failed")) or has_any(c.text, CAPTURE_FAILED) or in_capture_frames(rc)
 
 
 def last_before(run, kind: str, rc):
@@ -218,43 +214,6 @@ def crash_phase(run, rc) -> str | None:
     if last is None and run.ending is not None:
         return run.ending.phase
     return last
-
-
-def classify(run, rc, phase: str | None, text: str, truncated: bool) -> str:
-    """The name of the rule that explains this crash."""
-    if any(not e.get("soft") for e in run.events_of("watchdog_timeout")):
-        return "watchdog-timeout"
-    if has_any(text, IMBALANCE):
-        return "tp-memory-imbalance"
-    if has_any(text, NCCL_PATTERNS):
-        return "nccl-timeout"
-    if has_any(text, ILLEGAL_MEMORY_PATTERNS):
-        return "illegal-memory-access"
-    if has_any(text, ARCH_PATTERNS):
-        return "unsupported-gpu-arch"
-    if any("torch_symm_mem" in f for f in frame_files(rc)) and (rc.get("exc_type") or "").endswith("KeyError"):
-        return "unsupported-gpu-arch"  # older builds index the symm-mem size table by the major version: KeyError: 12 on SM12x
-    if rc.get("exc_type") in MISSING_DEP_TYPES or any((x.get("type") or "").rsplit(".", 1)[-1] in MISSING_DEP_TYPES for x in rc.get("exceptions") or []):
-        return "missing-dependency"
-    spec_auto = is_spec(run) and run.origin("mem_fraction_static") != "explicit"
-    if has_any(text, NOT_ENOUGH_MEMORY):
-        return "draft-model-exceeds-static-pool" if spec_auto else "kv-pool-starved-by-weights"
-    capture = (phase in CAPTURE_PHASES and _rank_began(run, rc, phase)) or has_any(text, CAPTURE_FAILED) or in_capture_frames(rc)
-    if not truncated and is_oom(rc):
-        if spec_auto and (phase in DRAFT_PHASES or "init_memory_pool" in frame_functions(rc)):
-            return "draft-model-exceeds-static-pool"
-        if capture:
-            return "cuda-graph-capture-oom"
-        if phase == "serving":
-            return "runtime-oom"
-        if phase in ("weight_load", "distributed_init") or any(fn in ("load_model", "load_weights") for fn in frame_functions(rc)):
-            return "weights-exceed-gpu-memory"
-        return "startup-oom"
-    if not truncated and capture and (has_any(text, CAPTURE_FAILED) or in_capture_frames(rc)):
-        return "cuda-graph-capture-failed"
-    if any(str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events_of("nccl_log")):
-        return "nccl-timeout"  # an unspecific crash after NCCL/NVSHMEM errors
-    return "crash"
 
 
 def _rank_began(run, rc, phase: str | None) -> bool:

@@ -9,6 +9,7 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
+from sglog.rules.ownership import FALLBACK, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, row_evidence
 
 PHASE_WORDS = {
@@ -37,7 +38,7 @@ def crashed_during(run, phase: str | None) -> str:
     return f"Crashed during {phase_words(phase)}"
 
 
-class Crash(Rule):
+class Crash(CrashRule):
     """The run crashed; this is the root-cause exception (not the SIGQUIT / "child failed" fan-out).
 
     ## What it finds
@@ -74,6 +75,9 @@ class Crash(Rule):
     name = "crash"
     severity = "error"
 
+    def claim(self, run, c) -> int | None:
+        return FALLBACK  # every crash, when no rule with a signature claims it
+
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
         if c is None:
@@ -81,7 +85,7 @@ class Crash(Rule):
             if killed is not None:
                 yield killed
             return
-        if c.category != self.name:
+        if self.owned_crash(run) is None:
             return
         rc = c.event
         where = f" on {rc.rank.label}" if rc.rank else ""
@@ -265,7 +269,7 @@ class SlowWeightLoading(Rule):
             yield self.finding(run, msg, ev, fix, seconds=round(ph.duration, 1), phase=key)
 
 
-class WatchdogTimeout(Rule):
+class WatchdogTimeout(CrashRule):
     """The scheduler's watchdog killed the server: one batch ran longer than `--watchdog-timeout`.
 
     ## What it finds
@@ -303,6 +307,11 @@ class WatchdogTimeout(Rule):
     code = "SGL504"
     name = "watchdog-timeout"
     severity = "error"
+    precedence = 10
+
+    def claim(self, run, c) -> int | None:
+        # SGLang's watchdog killed the server: whatever the dying ranks printed follows from it
+        return SIGNATURE if any(not e.get("soft") for e in run.events_of("watchdog_timeout")) else None
 
     def _check(self, run, o) -> Iterator:
         wds = run.events_of("watchdog_timeout")

@@ -20,6 +20,7 @@ from typing import Iterator
 
 from sglog.findings import Evidence, Fix
 from sglog.rules import facts
+from sglog.rules.ownership import SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, ceil_to, event_evidence, exception_evidence, floor_to, fmt_frac, gb, pick_remedy, row_evidence, text_line_evidence, window_evidence
 
 GiB = 2**30
@@ -90,7 +91,7 @@ def _suggested_above(text: str) -> float | None:
 # ------------------------------------------------------------------ SGL101
 
 
-class DraftModelExceedsStaticPool(Rule):
+class DraftModelExceedsStaticPool(CrashRule):
     """A speculative run whose automatic `--mem-fraction-static` left no room: it crashed sizing the memory pool.
 
     ## What it finds
@@ -151,6 +152,7 @@ class DraftModelExceedsStaticPool(Rule):
     code = "SGL101"
     name = "draft-model-exceeds-static-pool"
     severity = "error"
+    precedence = 70
     options = {
         "headroom_gb": Option(6.0, "H: activation memory to keep outside the static pool (SGLang's guide: 5-8 GB)"),
         "headroom_share": Option(0.10, "H as a share of T on small cards (whichever is smaller applies)"),
@@ -161,8 +163,18 @@ class DraftModelExceedsStaticPool(Rule):
         "graph_mb_per_bs": Option(4.0, "graph memory per batch size (MB) when no capture happened yet"),
     }
 
+    def claim(self, run, c) -> int | None:
+        # the draft model is what the auto-chosen static pool did not budget for
+        if not facts.is_spec_auto(run):
+            return None
+        if facts.not_enough_memory(c):
+            return SIGNATURE
+        if facts.oom_crash(c) and (c.phase in facts.DRAFT_PHASES or "init_memory_pool" in facts.frame_functions(c.event)):
+            return SIGNATURE
+        return None
+
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -247,7 +259,7 @@ class DraftModelExceedsStaticPool(Rule):
 # ------------------------------------------------------------------ SGL102
 
 
-class KvPoolStarvedByWeights(Rule):
+class KvPoolStarvedByWeights(CrashRule):
     """The weights leave (almost) nothing for the KV cache: startup fails with `Not enough memory`, or the pool is smaller than one full-length request.
 
     ## What it finds
@@ -288,16 +300,20 @@ class KvPoolStarvedByWeights(Rule):
     code = "SGL102"
     name = "kv-pool-starved-by-weights"
     severity = "error"
+    precedence = 70
     options = {
         "headroom_gb": Option(5.0, "activation memory that must stay outside the static pool"),
         "headroom_share": Option(0.10, "the same as a share of T (whichever is smaller applies: small cards)"),
         "min_kv_gb_if_unknown": Option(2.0, "KV pool to aim for when the log has no KV line (crash before allocation)"),
     }
 
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.not_enough_memory(c) and not facts.is_spec_auto(run) else None
+
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
         m = run.memory
-        if c is not None and c.category == self.name:
+        if c is not None and self.owned_crash(run) is not None:
             yield self._crash(run, o, c)
             return
         if c is not None or not m.max_total_num_tokens or not m.context_len:
@@ -392,7 +408,7 @@ class KvPoolStarvedByWeights(Rule):
 _CAPTURE_PROGRESS = re.compile(r"bs=(\d+)\s+avail_mem=([\d.]+)\s*GB")
 
 
-class CudaGraphCaptureOom(Rule):
+class CudaGraphCaptureOom(CrashRule):
     """Startup ran out of GPU memory while capturing CUDA graphs.
 
     ## What it finds
@@ -432,10 +448,14 @@ class CudaGraphCaptureOom(Rule):
     code = "SGL103"
     name = "cuda-graph-capture-oom"
     severity = "error"
+    precedence = 80
     options = {"reserve_gb": Option(2.0, "free memory to keep after the graphs are captured")}
 
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.oom_crash(c) and facts.in_capture(run, c) else None
+
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -500,7 +520,7 @@ _CAPTURE_REMEDIES = (
 )
 
 
-class CudaGraphCaptureFailed(Rule):
+class CudaGraphCaptureFailed(CrashRule):
     """CUDA graph capture failed with an error that is *not* an out-of-memory.
 
     ## What it finds
@@ -539,9 +559,15 @@ class CudaGraphCaptureFailed(Rule):
     code = "SGL104"
     name = "cuda-graph-capture-failed"
     severity = "error"
+    precedence = 100
+
+    def claim(self, run, c) -> int | None:
+        rc = c.event
+        named = bool(rc.get("capture_failed")) or facts.has_any(c.text, facts.CAPTURE_FAILED) or facts.in_capture_frames(rc)
+        return SIGNATURE if not c.truncated and named and facts.in_capture(run, c) else None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -809,7 +835,7 @@ class KvHeadroomTooSmall(Rule):
 # ------------------------------------------------------------------ SGL108
 
 
-class RuntimeOom(Rule):
+class RuntimeOom(CrashRule):
     """The server ran out of memory while serving (prefill or decode).
 
     ## What it finds
@@ -844,9 +870,13 @@ class RuntimeOom(Rule):
     code = "SGL108"
     name = "runtime-oom"
     severity = "error"
+    precedence = 85
+
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.oom_crash(c) and c.phase == "serving" else None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -895,7 +925,7 @@ class RuntimeOom(Rule):
 # ------------------------------------------------------------------ SGL109
 
 
-class TpMemoryImbalance(Rule):
+class TpMemoryImbalance(CrashRule):
     """GPUs of one tensor-parallel group have different amounts of free memory.
 
     ## What it finds
@@ -932,7 +962,11 @@ class TpMemoryImbalance(Rule):
     code = "SGL109"
     name = "tp-memory-imbalance"
     severity = "error"
+    precedence = 20
     options = {"max_imbalance": Option(0.10, "1 - min/max of per-rank free memory at weight load")}
+
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.has_any(c.text, ("memory capacity is unbalanced",)) else None
 
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
@@ -945,7 +979,7 @@ class TpMemoryImbalance(Rule):
             args={},
             safety=self.fix_safety,
         )
-        if c is not None and c.category == self.name:
+        if c is not None and self.owned_crash(run) is not None:
             ev = exception_evidence(c.event)
             if len(per) > 1:
                 lo = min(per.values(), key=lambda e: e.get("avail_mem"))
@@ -969,7 +1003,7 @@ class TpMemoryImbalance(Rule):
 # ------------------------------------------------------------------ SGL110 / SGL111
 
 
-class WeightsExceedGpuMemory(Rule):
+class WeightsExceedGpuMemory(CrashRule):
     """The model's weights do not fit: CUDA out of memory while loading them.
 
     ## What it finds
@@ -1000,9 +1034,14 @@ class WeightsExceedGpuMemory(Rule):
     code = "SGL110"
     name = "weights-exceed-gpu-memory"
     severity = "error"
+    precedence = 90
+
+    def claim(self, run, c) -> int | None:
+        loading = c.phase in ("weight_load", "distributed_init") or any(fn in ("load_model", "load_weights") for fn in facts.frame_functions(c.event))
+        return SIGNATURE if facts.oom_crash(c) and loading else None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -1022,7 +1061,7 @@ class WeightsExceedGpuMemory(Rule):
         yield self.finding(run, msg, ev, fix)
 
 
-class StartupOom(Rule):
+class StartupOom(CrashRule):
     """CUDA out of memory during startup after the KV pool was allocated (attention workspaces, warm-up): the static pool left too little.
 
     ## What it finds
@@ -1057,10 +1096,14 @@ class StartupOom(Rule):
     code = "SGL111"
     name = "startup-oom"
     severity = "error"
+    precedence = 95
     options = {"headroom_gb": Option(4.0, "free memory to leave after the pools for workspaces and activations")}
 
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.oom_crash(c) else None
+
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event

@@ -10,6 +10,7 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
+from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, first_line, nearby_line_evidence, pick_remedy, row_evidence, window_evidence
 
 # (patterns, args patch, what to do)
@@ -22,7 +23,7 @@ _ARCH_REMEDIES = (
 )
 
 
-class UnsupportedGpuArch(Rule):
+class UnsupportedGpuArch(CrashRule):
     """A kernel, backend or data type is not available on this GPU architecture.
 
     ## What it finds
@@ -62,13 +63,36 @@ class UnsupportedGpuArch(Rule):
     code = "SGL401"
     name = "unsupported-gpu-arch"
     severity = "error"
+    precedence = 50
+    # exception texts that say the architecture lacks a kernel, backend or data type
+    signatures = (
+        "no kernel image is available",
+        "unsupported architecture",
+        "not supported in this architecture",
+        "is only supported on blackwell",
+        "backends are supported on blackwell",
+        "requires gpus with sm",
+        "no supported cuda architectures found",
+        "torchsymmmemcommunicator: device capability",
+        "sm120",
+        "sm_120",
+        "sm_121",
+    )
+
+    def claim(self, run, c) -> int | None:
+        if facts.has_any(c.text, self.signatures):
+            return SIGNATURE
+        # older builds index the symm-mem size table by the major version: KeyError: 12 on SM12x
+        if any("torch_symm_mem" in f for f in facts.frame_files(c.event)) and (c.event.get("exc_type") or "").endswith("KeyError"):
+            return SIGNATURE
+        return None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is not None:
             rc = c.event
             ev = exception_evidence(rc)
-            arch_line = nearby_line_evidence(run, rc, facts.ARCH_PATTERNS)
+            arch_line = nearby_line_evidence(run, rc, self.signatures)
             if arch_line is not None and all(arch_line.line != x.line for x in ev):
                 ev.append(arch_line)
             args, what = pick_remedy(c.text, _ARCH_REMEDIES, ({}, "Use a backend built for this GPU."))
@@ -97,7 +121,7 @@ _DEPENDENCY_REMEDIES = (
 _MODULE = re.compile(r"No module named '([^']+)'|([A-Za-z][\w.\-]*) is not installed|cannot import name '([^']+)' from '([^']+)'")
 
 
-class MissingDependency(Rule):
+class MissingDependency(CrashRule):
     """An optional package the chosen backend needs is not installed.
 
     ## What it finds
@@ -129,9 +153,16 @@ class MissingDependency(Rule):
     code = "SGL402"
     name = "missing-dependency"
     severity = "error"
+    precedence = 60
+    exception_types = ("ImportError", "ModuleNotFoundError")
+
+    def claim(self, run, c) -> int | None:
+        rc = c.event
+        types = [rc.get("exc_type") or ""] + [x.get("type") or "" for x in rc.get("exceptions") or []]
+        return SIGNATURE if any(t.rsplit(".", 1)[-1] in self.exception_types for t in types) else None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -146,7 +177,7 @@ class MissingDependency(Rule):
         yield self.finding(run, msg, exception_evidence(rc), Fix(summary=what, args=args, safety=self.fix_safety))
 
 
-class NcclTimeout(Rule):
+class NcclTimeout(CrashRule):
     """A collective (NCCL) timed out or the communicator failed.
 
     ## What it finds
@@ -183,9 +214,31 @@ class NcclTimeout(Rule):
     code = "SGL403"
     name = "nccl-timeout"
     severity = "error"
+    precedence = 30
+    # exception texts of a failed or timed-out collective
+    signatures = (
+        "nccl error",
+        "ncclinternalerror",
+        "ncclsystemerror",
+        "ncclremoteerror",
+        "nccl communicator",
+        "processgroupnccl",
+        "collective operation timeout",
+        "nccl watchdog",
+        "nccl timeout",
+        "socketpollconnect",
+    )
+
+    def claim(self, run, c) -> int | None:
+        if facts.has_any(c.text, self.signatures):
+            return SIGNATURE
+        rc = c.event
+        if any(str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events_of("nccl_log")):
+            return CONTEXT  # an unspecific crash after NCCL/NVSHMEM errors
+        return None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
@@ -205,7 +258,7 @@ class NcclTimeout(Rule):
                 safety=self.fix_safety,
             )
         where = f" on {rc.rank.label}" if rc.rank else ""
-        if facts.has_any(facts.lower_blob(rc), facts.NCCL_PATTERNS) or not warns:
+        if facts.has_any(facts.lower_blob(rc), self.signatures) or not warns:
             what = (rc.get("exc_message") or "").split("\n")[0]
             msg = f"A collective failed{where}: {(rc.get('exc_type') or 'NCCL')}: {what[:160]}".rstrip(": ")
         else:
@@ -215,7 +268,7 @@ class NcclTimeout(Rule):
         yield self.finding(run, msg, ev, fix)
 
 
-class IllegalMemoryAccess(Rule):
+class IllegalMemoryAccess(CrashRule):
     """A GPU kernel faulted: illegal memory access (CUDA) or a hardware exception (ROCm/HSA).
 
     ## What it finds
@@ -252,17 +305,30 @@ class IllegalMemoryAccess(Rule):
     code = "SGL404"
     name = "illegal-memory-access"
     severity = "error"
+    precedence = 40
+    # a GPU kernel faulted (CUDA and HIP/HSA wordings)
+    signatures = (
+        "illegal memory access",
+        "an illegal instruction was encountered",
+        "misaligned address",
+        "hsa_status_error_exception",
+        "memory access fault by gpu",
+        "unspecified launch failure",
+    )
+
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if facts.has_any(c.text, self.signatures) else None
 
     def _check(self, run, o) -> Iterator:
-        c = facts.crash_of(run, self.name)
+        c = self.owned_crash(run)
         if c is None:
             return
         rc = c.event
         ev = exception_evidence(rc)
-        hit = nearby_line_evidence(run, rc, facts.ILLEGAL_MEMORY_PATTERNS)
+        hit = nearby_line_evidence(run, rc, self.signatures)
         if hit is not None:
             low = (hit.text or "").lower()
-            at = min((low.find(p) for p in facts.ILLEGAL_MEMORY_PATTERNS if p in low), default=-1)
+            at = min((low.find(p) for p in self.signatures if p in low), default=-1)
             if at > 0:
                 hit = replace(hit, note=(hit.text or "")[at:].split(":", 1)[0])
             ev.insert(0, hit)
@@ -277,7 +343,7 @@ class IllegalMemoryAccess(Rule):
         detail = (rc.get("exc_message") or "").split("\n")[0]
         if hit is not None and hit.text:
             low = hit.text.lower()
-            at = min((low.find(p) for p in facts.ILLEGAL_MEMORY_PATTERNS if p in low), default=0)
+            at = min((low.find(p) for p in self.signatures if p in low), default=0)
             detail = hit.text[at:].strip()
         detail = detail[:180]
         msg = f"A GPU kernel faulted during {c.phase or 'the run'}: {detail}"
