@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -275,6 +276,7 @@ class Run:
     memory: MemoryBudget = field(default_factory=MemoryBudget)
     ending: Ending | None = None
     index_in_file: int = 1
+    label: str = ""  # the run's name, given by build_runs (``run_names``); see ``name``
     # derived facts computed once per run (a run does not change once built): see ``memo``
     _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -289,9 +291,11 @@ class Run:
     # -- identity / descriptions
     @property
     def name(self) -> str:
-        base = self.files[0].rsplit("/", 1)[-1]
-        more = f"+{len(self.files) - 1}" if len(self.files) > 1 else ""
-        return f"{base}{more}#{self.index_in_file}"
+        """The name an operator knows the run by, the same in every command and format (``run_names``):
+        ``server.log``, ``server.log#2`` when the file holds several launches, ``node0.log + 1 more``."""
+        if self.label:
+            return self.label
+        return run_names([[(f, self.index_in_file) for f in self.files]], {f: self.index_in_file for f in self.files})[0]
 
     @property
     def model(self) -> str | None:
@@ -627,6 +631,65 @@ def _pieces(log: ParsedLog) -> list[_Piece]:
     return out
 
 
+# ------------------------------------------------------------------ naming
+
+
+def run_names(runs: list[list[tuple[str, int]]], launches: dict[str, int]) -> list[str]:
+    """Each run's name, from its files and which launch of each it is (``[(path, N), ...]``), and
+    how many launches each file holds (``launches``).
+
+    A run is named after its file, without the directory (stdin is ``stdin``); ``#N`` follows
+    only when the file holds several launches (the ``FILE#N`` that ``sglog diff`` takes); a
+    launch over several files (one per node or rank) is named after the first of them in
+    natural order (node2 before node10), with how many more.  Files of one name in different
+    directories keep as much of their directory as tells them apart.  The names do not
+    depend on the order the files were given in.
+
+    >>> run_names([[("logs/server.log", 1)]], {"logs/server.log": 1})
+    ['server.log']
+    >>> run_names([[("a.log", 1)], [("a.log", 2)]], {"a.log": 2})
+    ['a.log#1', 'a.log#2']
+    >>> run_names([[("n/node10.log", 1), ("n/node2.log", 1)]], {"n/node10.log": 1, "n/node2.log": 1})
+    ['node2.log + 1 more']
+    >>> run_names([[("x/server.log", 1)], [("y/server.log", 1)], [("-", 1)]], {"x/server.log": 1, "y/server.log": 1, "-": 1})
+    ['x/server.log', 'y/server.log', 'stdin']
+    """
+    shown = _shown_paths(list(dict.fromkeys(f for run in runs for f, _ in run)))
+    names = []
+    for run in runs:
+        index = dict(run)
+        first = min(index, key=lambda f: (_natural(shown[f]), f))
+        name = shown[first] + (f"#{index[first]}" if launches.get(first, 1) > 1 else "")
+        if len(index) > 1:
+            name += f" + {len(index) - 1} more"
+        names.append(name)
+    return names
+
+
+def _shown_paths(paths: list[str]) -> dict[str, str]:
+    """Each path as shown in a run's name: its file name, with the fewest trailing directories
+    that tell it from another path of the same file name."""
+    from pathlib import PurePath
+
+    parts = {p: ("stdin",) if p == "-" else (PurePath(p).parts or (p,)) for p in paths}
+    depth = dict.fromkeys(paths, 1)
+    while True:
+        shown = {p: "/".join(parts[p][-depth[p] :]) for p in paths}
+        alike: dict[str, list[str]] = {}
+        for p, s in shown.items():
+            alike.setdefault(s, []).append(p)
+        deeper = [p for group in alike.values() if len(group) > 1 for p in group if depth[p] < len(parts[p])]
+        if not deeper:
+            return {p: s if len(alike[s]) == 1 else p for p, s in shown.items()}  # (the same parts: the path as given)
+        for p in deeper:
+            depth[p] += 1
+
+
+def _natural(name: str) -> tuple:
+    """A sort key that orders the numbers in names by value (``node2`` before ``node10``)."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t)
+
+
 # ------------------------------------------------------------------ building
 
 
@@ -676,11 +739,14 @@ def build_runs(logs: list[ParsedLog]) -> list[Run]:
                     break
         if not placed:
             groups.append([p])
-    runs = [_make_run(i, g) for i, g in enumerate(groups, 1)]
-    return runs
+    launches: dict[str, int] = {}
+    for p in pieces:
+        launches[p.file] = launches.get(p.file, 0) + 1
+    names = run_names([[(p.file, p.index_in_file) for p in g] for g in groups], launches)
+    return [_make_run(i, g, name) for i, (g, name) in enumerate(zip(groups, names), 1)]
 
 
-def _make_run(index: int, group: list[_Piece]) -> Run:
+def _make_run(index: int, group: list[_Piece], name: str = "") -> Run:
     events: list[Event] = []
     for p in group:
         events.extend(p.events)
@@ -710,6 +776,7 @@ def _make_run(index: int, group: list[_Piece]) -> Run:
         arg_origins=sargs.origins(args, command) if args else {},
         launch_command=command,
         index_in_file=group[0].index_in_file,
+        label=name,
     )
     if len(group) == 1 and group[0].by_kind is not None:
         run.memo("by_kind", lambda _run: group[0].by_kind)  # (the file's index: the same events)
@@ -1008,6 +1075,10 @@ def _ending(run: Run) -> Ending:
             if started:
                 crash_phase = started[-1]
         return Ending("crashed", crash_phase, rc, last_ts)
+    # an SGLang error after which the server neither became ready nor served: the log was cut right after it
+    rc = next(iter(crash_errors(run)), None)
+    if rc is not None and not _served_after(run, rc):
+        return Ending("crashed", "serving" if ready else (rc.get("phase") if phase in (None, "launch") and rc.get("phase") else phase), rc, last_ts)
     if "shutdown" in kinds:
         return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if ready:
@@ -1016,6 +1087,40 @@ def _ending(run: Run) -> Ending:
     if run.batches.height and not run.startup.phases:
         return Ending("serving", "serving", None, last_ts)
     return Ending("incomplete", phase, None, last_ts)
+
+
+ERROR_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception")
+_CONSEQUENCE_EXCEPTIONS = ("EOFError", "KeyboardInterrupt", "BrokenPipeError")
+
+
+def crash_errors(run: Run) -> list[Event]:
+    """The run's errors that can be the root cause of a crash, in log order: not the logging module's
+    tracebacks, not the launcher's EOFError / KeyboardInterrupt, not a foreign traceback that names
+    no exception."""
+    out = []
+    for e in run.events_of(*ERROR_KINDS):
+        if e.kind == "traceback":
+            if e.get("component") == "logging" or e.get("exc_type") in _CONSEQUENCE_EXCEPTIONS:
+                continue
+            if not is_sglang_error(e) and not e.get("exc_type"):
+                continue
+        out.append(e)
+    return out
+
+
+def is_sglang_error(e: Event) -> bool:
+    """An error raised in SGLang's code (a component preface or an SGLang frame)."""
+    return bool(e.get("component")) or any("sglang" in str(f.get("file") or "") for f in (e.get("frames") or []))
+
+
+def _served_after(run: Run, e: Event) -> bool:
+    """Did the server become ready or log batches after this event (in its file)?"""
+    if any(r.file == e.file and r.line > e.line for r in run.events_of("server_ready")):
+        return True
+    b = run.batches
+    if b.height and "line" in b.columns and "file" in b.columns:
+        return bool(b.select(((pl.col("file") == e.file) & (pl.col("line") > e.line)).any()).item())  # (a count, no copy)
+    return False
 
 
 def _current_phase(run: Run) -> str | None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import polars as pl
 
-ERROR_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception")
 STARTUP_PHASES = ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture", "warmup", "launch")
 CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
 DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
@@ -54,10 +53,6 @@ def frame_files(e) -> list[str]:
     return [str(f.get("file") or "") for f in (e.get("frames") or [])]
 
 
-def is_sglang_traceback(e) -> bool:
-    return bool(e.get("component")) or any("sglang" in f for f in frame_files(e))
-
-
 def is_oom(e) -> bool:
     return e.kind == "oom" or has_any(lower_blob(e), OOM_PATTERNS)
 
@@ -82,30 +77,6 @@ class Crash:
     fanout: tuple = ()  # what followed from it: SIGQUIT, "child failed", dead ranks, the same error on other ranks
 
 
-def _significant_after(run, line_file: tuple[str, int]) -> bool:
-    """Did the server become ready or log batches after this point?"""
-    file, line = line_file
-    for e in run.events_of("server_ready"):
-        if e.file == file and e.line > line:
-            return True
-    b = run.batches
-    if b.height and "line" in b.columns and "file" in b.columns:
-        return bool(b.select(((pl.col("file") == file) & (pl.col("line") > line)).any()).item())  # (a count, no copy)
-    return False
-
-
-def error_events(run) -> list:
-    out = []
-    for e in run.events_of(*ERROR_KINDS):
-        if e.kind == "traceback":
-            if e.get("component") == "logging" or e.get("exc_type") in ("EOFError", "KeyboardInterrupt", "BrokenPipeError"):
-                continue
-            if not is_sglang_traceback(e) and not e.get("exc_type"):
-                continue
-        out.append(e)
-    return out
-
-
 def crash(run) -> Crash | None:
     """The crash of a run (None if it did not crash), with its root cause (once per run)."""
     return run.memo("root_cause", _crash)
@@ -114,28 +85,20 @@ def crash(run) -> Crash | None:
 def _crash(run) -> Crash | None:
     """The crash of a run (None if it did not crash), with its root cause.
 
-    A run crashed if `run.ending` says so and it has a root-cause error, or
-    if it logged an SGLang traceback after which the server never became ready
-    nor served (a log cut right after a traceback)."""
+    A run crashed when `run.ending` says so (sglog/runs.py decides it: crash
+    lines, or an SGLang error after which the server neither became ready nor
+    served).  A foreign traceback that names no exception is not the cause: the
+    run's first SGLang error is."""
+    from sglog.runs import crash_errors, is_sglang_error
+
     ending = run.ending
-    rc = None
-    if ending is not None and ending.status == "crashed" and ending.root_cause is not None:
-        rc = ending.root_cause
-        if rc.kind == "traceback" and not is_sglang_traceback(rc) and not rc.get("exc_type"):
-            rc = None
+    if ending is None or ending.status != "crashed":
+        return None
+    rc = ending.root_cause
+    if rc is None or (rc.kind == "traceback" and not is_sglang_error(rc) and not rc.get("exc_type")):
+        rc = next(iter(crash_errors(run)), None)
     if rc is None:
-        errs = error_events(run)
-        if not errs:
-            return None
-        ready = run.has("server_ready")
-        first = errs[0]
-        if ready and _significant_after(run, (first.file, first.line)):
-            # errors while serving that the server survived are not a crash
-            if not (ending is not None and ending.status == "crashed"):
-                return None
-        if ending is not None and ending.status in ("serving", "ready", "stopped") and _significant_after(run, (first.file, first.line)):
-            return None
-        rc = first
+        return None
     phase = crash_phase(run, rc)
     text = context_text(run, rc)
     truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
@@ -152,6 +115,8 @@ def fanout_of(run, rc) -> tuple:
     out = [e for e in run.events_of(*FANOUT_KINDS) if (e.file, e.line) > after]
     t = rc.get("exc_type")
     if t:
+        from sglog.runs import ERROR_KINDS
+
         label = rc.rank.label if rc.rank else None
         out += [e for e in run.events_of(*ERROR_KINDS) if e is not rc and e.get("exc_type") == t and (e.rank.label if e.rank else None) != label]
     out.sort(key=lambda e: (e.file, e.line))

@@ -401,8 +401,8 @@ class SlowCudaGraphCapture(Rule):
         phases = run.startup.phases if run.startup else {}
         for key in ("cuda_graph_capture", "draft_cuda_graph_capture"):
             ph = phases.get(key)
-            if ph is None or ph.duration is None or ph.duration <= o["max_seconds"] or not ph.complete:
-                continue
+            if ph is None or ph.duration is None or ph.duration <= o["max_seconds"]:
+                continue  # (the ranks that logged their end: an excerpt may lack the others')
             rank = ph.slowest_rank
             ev = [event_evidence(e) for e in run.events_of("cuda_graph_capture_begin", "cuda_graph_capture_end") if (e.rank.label if e.rank else "-") == rank][:2]
             M = facts.max_graph_bs(run)
@@ -416,10 +416,20 @@ class SlowCudaGraphCapture(Rule):
                         new = None  # the batches need these sizes
                 else:
                     new = max(1, M // 2)
-            msg = f"{'Draft ' if key.startswith('draft') else ''}CUDA-graph capture took {ph.duration:.0f} s" + (f" for batch sizes up to {M}" if M else "") + "."
+            open_ranks = [r for r, p in ph.per_rank.items() if p.end is None]
+            partial = f" ({len(ph.per_rank) - len(open_ranks)} of {len(ph.per_rank)} ranks logged their end; the log has no end line for {', '.join(sorted(open_ranks)[:4])}{' ...' if len(open_ranks) > 4 else ''})" if open_ranks else ""
+            msg = f"{'Draft ' if key.startswith('draft') else ''}CUDA-graph capture took {ph.duration:.0f} s on {rank}" + (f" for batch sizes up to {M}" if M else "") + f"{partial}."
             fix = Fix(
-                summary=(f"Capture fewer sizes: --cuda-graph-max-bs {new}." if new else "The captured sizes are needed by this workload; the time is mostly kernel compilation on the first capture (JIT caches make the next start faster).") + (" The first capture after an install also compiles kernels." if new else ""),
+                summary=(
+                    f"Capture fewer sizes: --cuda-graph-max-bs {new}. The first capture after an install also compiles kernels."
+                    if new
+                    else (
+                        "The captured sizes are needed by this workload; the time is mostly kernel compilation on the first capture (JIT caches make the next start faster)."
+                        if M
+                        else "The log does not show which batch sizes were captured (no --cuda-graph-max-bs, no bs list), so no smaller maximum is computed: if the workload's batches are small, lower --cuda-graph-max-bs; the first capture after an install also compiles kernels (JIT caches make the next start faster)."
+                    )
+                ),
                 args={"--cuda-graph-max-bs": str(new)} if new else {},
-                safety=self.doc["Fix safety"],
+                safety=self.safety() if new else "No flag changes.",
             )
             yield self.finding(run, msg, ev, fix, seconds=round(ph.duration, 1))

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from sglog.findings import Evidence, Fix
 from sglog.rules import facts
-from sglog.rules.ownership import SIGNATURE, CrashRule
+from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, ceil_to, event_evidence, exception_evidence, floor_to, fmt_frac, gb, pick_remedy, row_evidence, text_line_evidence, window_evidence
 
 GiB = 2**30
@@ -190,7 +190,7 @@ class DraftModelExceedsStaticPool(CrashRule):
                 summary="Set --mem-fraction-static explicitly: the automatic value does not budget the draft model. "
                 "The log lacks the `Load weight begin/end` lines needed to compute a value; start from the automatic value + 0.05 and watch `available_gpu_mem`.",
                 args={"--mem-fraction-static": fmt_frac(min(0.95, (mfs or 0.8) + 0.05))} if mfs else {},
-                safety=self.doc["Fix safety"].split("\n\n")[0].replace("\n", " "),
+                safety=self.safety({"H": o["headroom_gb"]}),
             )
             yield self.finding(run, msg, evidence, fix)
             return
@@ -233,14 +233,14 @@ class DraftModelExceedsStaticPool(CrashRule):
         msg = f"{algo} run crashed setting up the memory pool: the automatic --mem-fraction-static{mfs_txt} {why}; the draft model is not budgeted."
         basis = (
             f"lower bound {lo:.2f} = (weights {used:.1f} GB + minimum KV {kv_min:.1f} GB{' ' + kv_src if kv_src else ''}) / T {T:.1f} GB; "
-            f"upper bound {hi:.2f} = 1 - (headroom {h:.1f} + CUDA graphs {g:.1f}" + ("" if draft_counted else f" + draft {w_d + k_d:.1f}") + f" GB) / T"
+            f"upper bound {hi:.2f} = 1 - (headroom {h:.1f} + CUDA graphs {g:.1f}" + ("" if draft_counted else f" + draft {w_d + k_d:.1f}") + f" GB) / T {T:.1f} GB"
         )
         assume = (" Assumed: " + "; ".join(assumptions) + ".") if assumptions else ""
         if suggestion >= ceil_to(mfs_min) - 1e-9:
             fix = Fix(
                 summary=f"Set --mem-fraction-static {suggestion:.2f} explicitly (feasible window {lo:.2f}-{hi:.2f}: {basis}).{assume}",
                 args={"--mem-fraction-static": f"{suggestion:.2f}"},
-                safety=self.doc["Fix safety"].split("\n\n")[0].replace("\n", " "),
+                safety=self.safety({"H": round(h, 1)}),
             )
         else:
             bs = facts.max_graph_bs(run)
@@ -340,9 +340,20 @@ class KvPoolStarvedByWeights(CrashRule):
                 )
         if fix is None:
             cap = max(1024, (m.max_total_num_tokens // 1024) * 1024)
+            F, H = m.available_gpu_mem_gb, o["headroom_gb"]
+            if F is not None and F > H and bpt:  # (room to grow, not enough for one full-length request)
+                grown = m.max_total_num_tokens + int((F - H) * GiB / bpt)
+                how = (
+                    f"Growing the pool by the {F - H:.1f} GB that can be spared ({F:.2f} GB free - {H:.1f} GB for activations) gives ~{grown:,} tokens, "
+                    f"still less than {m.context_len:,}: prompts longer than that cannot be served on this card. "
+                )
+                cap_txt = f"--context-length {cap} (or {max(1024, grown // 1024 * 1024)} with the larger pool)"
+            else:
+                free = f" ({F:.2f} GB free, {H:.1f} GB of it needed for activations)" if F is not None else ""
+                how = f"There is no room for a larger pool on this card{free}: prompts longer than ~{m.max_total_num_tokens:,} tokens cannot be served. "
+                cap_txt = f"--context-length {cap}"
             fix = Fix(
-                summary=f"There is no room for a larger pool on this card: prompts longer than ~{m.max_total_num_tokens:,} tokens cannot be served. "
-                f"More capacity needs --kv-cache-dtype fp8_e4m3 or more GPUs; --context-length {cap} makes the limit explicit.",
+                summary=how + f"More capacity needs --kv-cache-dtype fp8_e4m3 or more GPUs; {cap_txt} makes the limit explicit.",
                 args={},
                 safety="An fp8 KV cache can cost accuracy; a shorter --context-length rejects longer prompts up front.",
             )
@@ -505,7 +516,7 @@ class CudaGraphCaptureOom(CrashRule):
         fix = Fix(
             summary=f"Capture fewer/smaller graphs: --cuda-graph-max-bs {n} ({basis}).{extra}",
             args=args,
-            safety="Decode batches above the new maximum run without CUDA graphs; add --max-running-requests to keep batches inside the graphs if needed.",
+            safety=self.safety({"N": n}),
         )
         yield self.finding(run, msg, ev, fix, new_max_bs=n, avail_at_capture_gb=a_c)
 
@@ -564,7 +575,10 @@ class CudaGraphCaptureFailed(CrashRule):
     def claim(self, run, c) -> int | None:
         rc = c.event
         named = bool(rc.get("capture_failed")) or facts.has_any(c.text, facts.CAPTURE_FAILED) or facts.in_capture_frames(rc)
-        return SIGNATURE if not c.truncated and named and facts.in_capture(run, c) else None
+        if not (named and facts.in_capture(run, c)):
+            return None
+        # a traceback cut before its exception line: the frames still place it in capture
+        return CONTEXT if c.truncated else SIGNATURE
 
     def _check(self, run, o) -> Iterator:
         c = self.owned_crash(run)
@@ -576,8 +590,18 @@ class CudaGraphCaptureFailed(CrashRule):
         if hint is not None:
             ev.append(hint)
         args, why = pick_remedy(c.text, _CAPTURE_REMEDIES, ({"--disable-cuda-graph": "true"}, "Get the server up without CUDA graphs while the capture error is reported upstream."))
-        what = (rc.get("exc_message") or "").split("\n")[0][:160]
-        msg = f"CUDA graph capture failed with a non-memory error: {rc.get('exc_type')}: {what}".rstrip(": ") + " (lowering memory settings will not help)."
+        where = f" on {rc.rank.label}" if rc.rank else ""
+        if c.truncated:
+            fn = next((f for f in reversed(facts.frame_functions(rc)) if f), None)
+            msg = (
+                f"CUDA graph capture failed{where}; the exception line is cut off in the log"
+                + (f" (last frame: {fn})" if fn else "")
+                + ", so this assumes a non-memory error: if the full log shows an out-of-memory error, lower --cuda-graph-max-bs instead (see cuda-graph-capture-oom)."
+            )
+            why = "Get the full traceback (the line after the last frame names the error). " + why
+        else:
+            what = (rc.get("exc_message") or "").split("\n")[0][:160]
+            msg = f"CUDA graph capture failed{where} with a non-memory error: {rc.get('exc_type')}: {what}".rstrip(": ") + " (lowering memory settings will not help)."
         fix = Fix(summary=why, args=args, safety="--disable-cuda-graph costs much decode throughput; --disable-custom-all-reduce moves all-reduces to NCCL.")
         yield self.finding(run, msg, ev, fix)
 
@@ -700,7 +724,7 @@ class CudaGraphBsOversized(Rule):
         fix = Fix(
             summary=f"Lower --cuda-graph-max-bs to {n} (smallest captured size >= p99 {p99:g}{floor_note}); frees ~{freed:.2f} GB ({how}){tokens}{more}.",
             args=args,
-            safety=self.fix_safety,
+            safety=self.safety({"N": n}),
         )
         yield self.finding(run, msg, ev, fix, new_max_bs=n, freed_gb=round(freed, 3), p99_running=p99, peak_running=peak)
 
@@ -766,7 +790,8 @@ class KvHeadroomWasted(Rule):
                 safety=self.fix_safety,
             )
         else:
-            fix = Fix(summary=f"Raise --mem-fraction-static by about {spare:.1f} GB / T (the log does not show the current fraction or T).", args={}, safety=self.fix_safety)
+            by = f"{spare / m.total_gb:.2f} = {spare:.1f} GB / T {m.total_gb:.1f} GB" if m.total_gb else f"{spare:.1f} GB over the memory free at weight load (no `Load weight begin` line in this log)"
+            fix = Fix(summary=f"Raise --mem-fraction-static by about {by}" + ("; the log does not show the current fraction." if m.mem_fraction_static is None else "."), args={}, safety=self.fix_safety)
         yield self.finding(run, msg, _budget_evidence(run)[:1] + _summary_evidence(run), fix, spare_gb=round(spare, 3))
 
 
@@ -825,10 +850,11 @@ class KvHeadroomTooSmall(Rule):
             fix = Fix(
                 summary=f"Lower --mem-fraction-static from {m.mem_fraction_static:.2f} to {new:.2f} = {m.mem_fraction_static:.2f} - ({target:.1f} - {F:.2f}) GB / T {T:.1f} GB; or keep it and use --chunked-prefill-size 4096.",
                 args={"--mem-fraction-static": f"{new:.2f}"},
-                safety=self.doc["Fix safety"],
+                safety=self.fix_safety + f" Here: {(m.mem_fraction_static - new) * T:.1f} GB less KV" + (f" (~{int((m.mem_fraction_static - new) * T * GiB / m.bytes_per_kv_token):,} tokens)." if m.bytes_per_kv_token else "."),
             )
         else:
-            fix = Fix(summary=f"Lower --mem-fraction-static by about ({target:.1f} - {F:.2f}) GB / T, or use --chunked-prefill-size 4096.", args={}, safety=self.doc["Fix safety"])
+            by = f"{(target - F) / T:.2f} = ({target:.1f} - {F:.2f}) GB / T {T:.1f} GB" if T else f"({target:.1f} - {F:.2f}) GB over the memory free at weight load (no `Load weight begin` line in this log)"
+            fix = Fix(summary=f"Lower --mem-fraction-static by about {by}, or use --chunked-prefill-size 4096.", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, _budget_evidence(run)[:1] + _summary_evidence(run), fix)
 
 
@@ -905,7 +931,8 @@ class RuntimeOom(CrashRule):
                 while new > 1024 and 1.5 * new / 1024 > F - 2:
                     new //= 2
             new = max(1024, new)
-            basis = f"half of {cps}" + (f", then halved until 1.5 MB x size <= available {F:.2f} GB - 2 GB" if F is not None else "")
+            act = 1.5 * new / 1024  # (GB of prefill activations: SGLang's 1.5 MB per token)
+            basis = f"half of {cps}" + (f", halved until 1.5 MB x {new} = {act:.1f} GB {'fits in' if act <= F - 2 else 'comes closest to'} available {F:.2f} GB - 2 GB" if F is not None else "")
             fix = Fix(summary=f"Prefill ran out of memory: --chunked-prefill-size {new} ({basis}).", args={"--chunked-prefill-size": str(new)}, safety=self.fix_safety)
         else:
             r = (last or {}).get("running_req")
