@@ -219,7 +219,7 @@ def test_rich_output(monkeypatch, capsys):
     code, out, err = cli(monkeypatch, capsys, "diagnose", "fixtures/logs/story/eagle3-oom-auto.log", env={"COLUMNS": "160"})
     assert code == 1
     assert "\x1b[" not in out  # not a terminal: no colour codes
-    assert "Run 1  eagle3-oom-auto.log#1" in out
+    assert "Run 1  eagle3-oom-auto.log\n" in out
     assert "model        moonshotai/Kimi-K2.5" in out
     assert "speculative EAGLE3 (5 steps, topk 1, 6 draft tokens)" in out
     assert "ERROR   SGL101 draft-model-exceeds-static-pool" in out

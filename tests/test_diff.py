@@ -112,7 +112,7 @@ def test_split_run_spec():
 
 def test_resolve_run_spec():
     run = sdiff.resolve_run_spec(story("baseline-cgbs512"))
-    assert run.name == "baseline-cgbs512.log#1"
+    assert run.name == "baseline-cgbs512.log"
     assert sdiff.resolve_run_spec(story("baseline-cgbs512") + "#1") is run
     with pytest.raises(UsageError, match="holds 1 run"):
         sdiff.resolve_run_spec(story("baseline-cgbs512") + "#2")

@@ -104,7 +104,7 @@ def test_compare_report_has_both_runs_and_the_diff():
     rep = report_of("baseline_512_vs_128")
     md = render_markdown(rep, chart_specs(rep))
     assert md.count("## Comparison") == 1 and "### sglog diff" in md
-    assert "A: baseline-cgbs512.log\\#1" in md and "B: baseline-cgbs128.log\\#1" in md
+    assert "A: baseline-cgbs512.log |" in md and "B: baseline-cgbs128.log |" in md
     serving = chart_specs(rep)["serving"]
     assert {r["run"] for r in serving["data"]["values"]} == {"A", "B"}
 
