@@ -1086,7 +1086,15 @@ def _ending(run: Run) -> Ending:
     # no ready line: a log of serving lines only (an excerpt) is still serving
     if run.batches.height and not run.startup.phases:
         return Ending("serving", "serving", None, last_ts)
+    if run.batches.height:
+        # a startup, then batches, and no ready line: SGLang's warm-up request alone (one short prefill)
+        # means the log ends in warm-up; more traffic means it served (the ready line is not in the excerpt)
+        warmup_only = run.count("decode_batch") == 0 and run.count("prefill_batch") <= WARMUP_PREFILLS
+        return Ending("incomplete", "warmup", None, last_ts) if warmup_only else Ending("serving", "serving", None, last_ts)
     return Ending("incomplete", phase, None, last_ts)
+
+
+WARMUP_PREFILLS = 1  # launch_server's warm-up: one short /generate before it logs that it is ready
 
 
 ERROR_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception")
@@ -1127,13 +1135,14 @@ def _current_phase(run: Run) -> str | None:
     """The last startup phase that began (and did not finish), or 'launch'."""
     if run.startup is None or not run.startup.phases:
         return "launch" if not run.has("server_ready") else "serving"
+    began = [name for name in PHASES if run.startup.phases.get(name) is not None]
     last = None
-    for name in PHASES:
-        ph = run.startup.phases.get(name)
-        if ph is None:
-            continue
+    for i, name in enumerate(began):
         last = name
-        if not ph.complete:
+        # a phase is over on a rank when it ended there, or when that rank began a later one (old
+        # releases log no end of distributed init); the first phase some rank is still in is current
+        later = set().union(*(run.startup.phases[n].per_rank for n in began[i + 1 :]))
+        if any(p.end is None and (r not in later and "-" not in later) for r, p in run.startup.phases[name].per_rank.items()):
             return name
     if last and not run.has("server_ready"):
         nxt = {"weight_load": "kv_pool", "kv_pool": "cuda_graph_capture", "cuda_graph_capture": "warmup", "draft_weight_load": "draft_kv_pool", "draft_kv_pool": "draft_cuda_graph_capture", "draft_cuda_graph_capture": "warmup", "distributed_init": "weight_load"}

@@ -440,7 +440,7 @@ _NEXT = {
 }
 
 
-_PHASE_KINDS = ("init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end", "memory_summary")
+STARTUP_EVENT_KINDS = ("init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end", "memory_summary")
 
 
 def last_startup_phase(run):
@@ -453,7 +453,7 @@ def last_startup_phase(run):
     first: dict[str, Any] = {}
     loads: dict[str, int] = {}
     current = None
-    for e in run.events_of(*_PHASE_KINDS):
+    for e in run.events_of(*STARTUP_EVENT_KINDS):
         r = e.rank.label if e.rank else "-"
         k = e.kind
         ph = None

@@ -153,11 +153,14 @@ class ServerNeverReady(Rule):
             return
         if not run.has("server_args", "launch_command", "init_dist_begin", "weight_load_begin"):
             return  # an excerpt that starts mid-startup: it does not show a launch
-        if run.batches.height:
+        warmup = run.ending.phase == "warmup" and run.batches.height > 0  # the warm-up request ran, no ready line followed
+        if run.batches.height and not warmup:
             return
         phase, begin = facts.last_startup_phase(run)
-        if phase is None:
+        if phase is None or warmup:
             phase = run.ending.phase
+        if warmup:
+            begin = run.first("prefill_batch") or begin
         last = None
         for e in reversed(run.events):
             if e.kind not in ("blank",):
@@ -178,8 +181,26 @@ class ServerNeverReady(Rule):
             t = (run.ending.last_ts - run.startup.launch).total_seconds()
             if t >= 1:
                 total = f" ({t:.0f} s after launch)"
-        msg = f"The log ends during {phase_words(phase)}{since}{total}: the server never reported ready and no error was logged."
-        yield self.finding(run, msg, ev, None, phase=phase)
+        stalled = _seconds_without_progress(run)
+        quiet = f"; the log shows no startup progress in its last {stalled:.0f} s" if stalled is not None and stalled >= 1 else ""
+        if warmup:
+            msg = f"The log ends in warm-up{since}{total}: the warm-up request was prefilled, but the server never reported ready and no error was logged{quiet}."
+        else:
+            msg = f"The log ends during {phase_words(phase)}{since}{total}: the server never reported ready and no error was logged{quiet}."
+        yield self.finding(run, msg, ev, None, phase=phase, seconds_without_progress=stalled)
+
+
+_PROGRESS_KINDS = facts.STARTUP_EVENT_KINDS + ("progress", "weight_load_committed", "cuda_graph_bs", "prefill_batch", "decode_batch")
+
+
+def _seconds_without_progress(run) -> float | None:
+    """From the last line that shows startup progress (a phase line, a progress bar) to the log's last
+    timestamp; None when the log does not tell (no timestamps)."""
+    end = run.ending.last_ts if run.ending else None
+    if end is None:
+        return None
+    last = max((e.ts for e in run.events_of(*_PROGRESS_KINDS) if e.ts is not None), default=None)
+    return None if last is None else max(0.0, (end - last).total_seconds())
 
 
 def _phase_of(e) -> str | None:
