@@ -104,11 +104,156 @@ class Rule:
 
     @property
     def fix_safety(self) -> str:
-        """The docs' `Fix safety` section on one line, as a fix carries it."""
-        return self.doc["Fix safety"].replace("\n", " ")
+        """The docs' `Fix safety` section on one line, as a fix carries it (for a section without symbols)."""
+        return self.safety()
+
+    def safety(self, values: dict[str, Any] | None = None) -> str:
+        """The docs' `Fix safety` section on one line with the run's numbers in place of its symbols.
+
+        ``values`` maps a symbol of the docs (``N``, ``H``, ``s*``...) to its value in this run:
+        a backticked span of the section that the values turn into numbers shows the number
+        (`` `steps - s*` `` with steps 5 and s* 3 reads ``2``); a span that still holds words
+        (a flag: `` `--max-running-requests N` ``) keeps its backticks.
+        """
+        return fill(self.doc["Fix safety"].replace("\n", " "), values or {})
+
+    @classmethod
+    def symbols(cls) -> frozenset[str]:
+        """The symbols the docs compute with (``T``, ``A_w``, ``s*``, option names...): see :func:`doc_symbols`."""
+        got = cls.__dict__.get("_symbols")
+        if got is None:
+            import sys
+
+            module = sys.modules.get(cls.__module__)
+            text = "\n".join(v for k, v in cls.doc.items() if k != "Example") + "\n" + ((module.__doc__ if module else None) or "")
+            got = doc_symbols(text, cls.options)
+            cls._symbols = got
+        return got
 
     def __repr__(self) -> str:
         return f"<{self.code} {self.name}>"
+
+
+# ------------------------------------------------------------------ the docs' symbols
+
+_SPAN = re.compile(r"`([^`]+)`")
+_IDENT = re.compile(r"(?<![\w#*.-])([A-Za-z][A-Za-z0-9_]*\*?)(?![\w(])")
+_FORMULA = re.compile(r" (?:[-+/=<>x]|<=|>=) |\^")  # an operator between spaces, or a power
+_SYMBOL_SHAPE = re.compile(r"[A-Za-z]{1,3}(?:_[A-Za-z0-9]+)?\*?")  # T, A_w, s*, mfs_min, bs_reached
+_NOT_SYMBOL = re.compile(r"--[\w-]+|\b\w+/s\b")  # flags; per-second units (tok/s)
+_PROSE = re.compile(r"(?<![\w*])[a-z]+(?: [a-z]+){2,}(?![\w*])")  # words inside a formula: "at the crash"
+_LOG_KEY = re.compile(r"([A-Za-z_]\w*)=")
+
+
+def _log_words() -> frozenset[str]:
+    """Names the log itself prints (server args, event fields): vocabulary, not symbols."""
+    from sglog.events import KIND_CLASSES
+    from sglog.read import args as sargs
+
+    return frozenset(sargs.DEFAULTS) | sargs.AUTO_FIELDS | frozenset(k for cls in KIND_CLASSES.values() for k in cls.FIELDS)
+
+
+def doc_symbols(text: str, options: Iterable[str] = ()) -> frozenset[str]:
+    """The symbols a rule's documentation computes with.
+
+    A symbol is a name in a backticked formula (a span with an operator between spaces or a
+    power: `` `mfs_max = 1 - (H + G) / T` ``), a backticked name of a symbol's shape (`` `T` ``,
+    `` `A_w` ``, `` `s*` ``) or one of the rule's options, less the words the log prints itself
+    (server arguments, event fields, ``key=`` names in quoted log lines), units after numbers
+    and function names.
+
+    >>> sorted(doc_symbols("`mfs_new = mfs + (F - target_gb) / T`, `F` = available_gpu_mem"))
+    ['F', 'T', 'mfs', 'mfs_new', 'target_gb']
+    >>> sorted(doc_symbols("`s* = floor(log(min_marginal) / log(a))` with `--speculative-num-steps s*`"))
+    ['a', 'min_marginal', 's*']
+    """
+    spans = [_NOT_SYMBOL.sub(" ", s.replace("\n", " ")).strip() for s in _SPAN.findall(text)]
+    keys = {k for s in spans for k in _LOG_KEY.findall(s)}
+    out = set(options)
+    for s in spans:
+        if _FORMULA.search(s):
+            s = _PROSE.sub(" ", s)
+            for m in _IDENT.finditer(s):
+                if m.group(1) != "x" and not re.search(r"\d\s*$", s[: m.start()]):  # (x: times; 2 GB: a unit)
+                    out.add(m.group(1))
+        elif _SYMBOL_SHAPE.fullmatch(s):
+            out.add(s)
+    return frozenset(out - keys - _log_words())
+
+
+def bare_symbols(text: str, symbols: Iterable[str]) -> list[str]:
+    """The symbols `text` names without their value: ``T`` in ``(6 - 2.1) GB / T`` but not in
+    ``T 78.5 GB`` or ``T = 78.5``; a symbol that is also a word (``a``, ``steps``) only
+    counts inside a formula (next to an operator).
+
+    >>> bare_symbols("0.90 - (6.0 - 2.10) GB / T 78.5 GB; batches above `N` run without graphs", ["T", "N"])
+    ['N']
+    >>> bare_symbols("a batch of 3 steps; rate = L / (d + 1)", ["a", "L", "steps"])
+    ['L']
+    """
+    hits = []
+    text = _NOT_SYMBOL.sub(lambda m: m.group(0) if m.group(0).startswith("--") else " ", text)
+    for sym in symbols:
+        word = sym.isalpha() and sym.islower()
+        for m in re.finditer(r"(?<![\w#*.-])" + re.escape(sym) + (r"(?!\w)" if sym.endswith("*") else r"(?![\w*])"), text):
+            before, after = text[: m.start()], text[m.end() :]
+            if re.match(r"`?\s*[=~]?\s*[-~]?\d", after) or after.startswith("(") or re.search(r"\d[\d,.]*\s*(?:[KMG]B\s*)?$", before):
+                continue  # its value is next to it (or it is a function)
+            if word and not (re.search(r"(?:[+/^=<>*]| - | x )\s*$", before) or re.match(r"\s*(?:[+/^=<>]| - | x )|\^", after)):
+                continue  # an ordinary word
+            hits.append(sym)
+    return sorted(set(hits))
+
+
+def fill(text: str, values: dict[str, Any]) -> str:
+    """`text` with each backticked span's symbols replaced by their values; a span that becomes
+    arithmetic shows its result, one that becomes a number loses its backticks.
+
+    >>> fill("batches above `N` run without graphs; cap them with `--max-running-requests N`", {"N": 128})
+    'batches above 128 run without graphs; cap them with `--max-running-requests 128`'
+    >>> fill("the cycle gets `steps - s*` draft steps shorter", {"steps": 5, "s*": 3})
+    'the cycle gets 2 draft steps shorter'
+    """
+    if not values:
+        return text
+
+    def word(v: Any) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    def one(m: re.Match) -> str:
+        span = m.group(1)
+        new = re.sub(r"(?<![\w*-])([A-Za-z][A-Za-z0-9_]*\*?)(?![\w*])", lambda t: word(values[t.group(1)]) if t.group(1) in values else t.group(1), span)
+        if new == span:
+            return m.group(0)
+        if re.fullmatch(r"[\d.\s()+\-*/]+", new):
+            value = _arithmetic(new)
+            return word(value) if value is not None else new
+        return f"`{new}`"
+
+    return _SPAN.sub(one, text)
+
+
+def _arithmetic(expr: str) -> float | int | None:
+    """The value of `expr` made of numbers, + - * / and parentheses; None for anything else."""
+    import ast
+    import operator as op
+
+    ops = {ast.Add: op.add, ast.Sub: op.sub, ast.Mult: op.mul, ast.Div: op.truediv}
+
+    def ev(n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)):
+            return n.value
+        if isinstance(n, ast.BinOp) and type(n.op) in ops:
+            return ops[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        raise ValueError(n)
+
+    try:
+        value = ev(ast.parse(expr.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+    return int(value) if isinstance(value, float) and value.is_integer() else round(value, 4) if isinstance(value, float) else value
 
 
 # ------------------------------------------------------------------ evidence helpers

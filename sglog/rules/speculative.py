@@ -19,7 +19,7 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
-from sglog.rules.base import Option, Rule, event_evidence, row_evidence, window_evidence
+from sglog.rules.base import Option, Rule, event_evidence, fill, row_evidence, window_evidence
 
 CHAIN_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
 
@@ -60,8 +60,8 @@ def draft_positions(run) -> int | None:
 # the logged accept rate, by its definition: (name, d from accept len L and rate r, how far the
 # two-decimal rounding of L and r (+-0.005 each) can move that d)
 _RATE_FORMS = (
-    ("before 0.5.11, bonus token included: rate = L / (d + 1)", lambda L, r: L / r - 1, lambda L, r: 0.005 * (r + L) / r**2),
-    ("since 0.5.11, draft tokens only: rate = (L - 1) / d", lambda L, r: (L - 1) / r, lambda L, r: 0.005 * (r + L - 1) / r**2),
+    ("before 0.5.11, bonus token included: `rate = L / (s + 1)`", lambda L, r: L / r - 1, lambda L, r: 0.005 * (r + L) / r**2),
+    ("since 0.5.11, draft tokens only: `rate = (L - 1) / s`", lambda L, r: (L - 1) / r, lambda L, r: 0.005 * (r + L - 1) / r**2),
 )
 
 
@@ -195,7 +195,7 @@ class LowSpecAcceptance(Rule):
         if a >= o["min_alpha"]:
             return
         if worked_out:
-            rate_txt = f"; the log has no speculative args: {d} draft positions is what its accept len and accept rate ({rate:.2f}) give, with the rate's definition {worked_out}"
+            rate_txt = f"; the log has no speculative args: {d} draft positions is what its accept len and accept rate ({rate:.2f}) give, with the rate's definition {fill(worked_out, {'rate': f'{rate:.2f}', 'L': f'{L:.2f}', 's': d})}"
         else:
             rate_txt = f"; the logged accept rate is {rate:.2f} ({_rate_definition(run)})" if rate is not None else ""
         msg = f"Draft tokens are rarely accepted: median accept length {L:.2f} over {d} draft positions means only {a:.0%} per-position acceptance{rate_txt}."
@@ -280,7 +280,7 @@ class DraftTreeTooLarge(Rule):
             summary=f"Shorten the draft to {best} step{'s' if best > 1 else ''}: --speculative-num-steps {best} --speculative-eagle-topk 1 --speculative-num-draft-tokens {best + 1} "
             f"(expected accept length {L_new:.2f} vs {L:.2f}, with {steps - best} fewer draft steps and {(ndt or steps + 1) - (best + 1)} fewer verify tokens per cycle).",
             args={"--speculative-num-steps": str(best), "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": str(best + 1)},
-            safety=self.fix_safety,
+            safety=self.safety({"steps": steps, "s*": best}),
         )
         yield self.finding(run, msg, ev, fix, alpha=round(a, 4), best_steps=best, expected_accept_len=round(L_new, 3))
 
