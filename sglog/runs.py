@@ -1084,7 +1084,7 @@ def _ending(run: Run) -> Ending:
     if ready:
         return Ending("serving" if run.count("decode_batch") or run.count("prefill_batch") else "ready", "serving", None, last_ts)
     # no ready line: a log of serving lines only (an excerpt) is still serving
-    if run.batches.height and not run.startup.phases:
+    if run.batches.height and not run.startup.phases and not run.has("memory_summary"):
         return Ending("serving", "serving", None, last_ts)
     if run.batches.height:
         # a startup, then batches, and no ready line: SGLang's warm-up request alone (one short prefill)

@@ -182,12 +182,15 @@ def crash_phase(run, rc) -> str | None:
 
 
 def _rank_began(run, rc, phase: str | None) -> bool:
-    """Had the error's rank begun this phase?  (Another rank's progress does not count.)"""
-    if rc.rank is None or run.startup is None:
+    """Had the error's rank begun this phase?  (Another rank's progress does not count; a phase the
+    log never shows beginning, only inferred as the step after the last one, has not begun.)"""
+    if run.startup is None:
         return True
     ph = run.startup.phases.get(phase or "")
     if ph is None:
         return False
+    if rc.rank is None:
+        return True
     labelled = [label for label in ph.per_rank if label != "-"]
     return rc.rank.label in ph.per_rank or not labelled
 

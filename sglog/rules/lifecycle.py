@@ -151,8 +151,10 @@ class ServerNeverReady(Rule):
             return
         if facts.crash(run) is not None:
             return
-        if not run.has("server_args", "launch_command", "init_dist_begin", "weight_load_begin"):
-            return  # an excerpt that starts mid-startup: it does not show a launch
+        # an excerpt that starts mid-startup does not show the launch: say so, and report it as info
+        excerpt = not run.has("server_args", "launch_command", "init_dist_begin", "weight_load_begin")
+        if excerpt and not run.has(*facts.STARTUP_EVENT_KINDS):
+            return
         warmup = run.ending.phase == "warmup" and run.batches.height > 0  # the warm-up request ran, no ready line followed
         if run.batches.height and not warmup:
             return
@@ -187,7 +189,9 @@ class ServerNeverReady(Rule):
             msg = f"The log ends in warm-up{since}{total}: the warm-up request was prefilled, but the server never reported ready and no error was logged{quiet}."
         else:
             msg = f"The log ends during {phase_words(phase)}{since}{total}: the server never reported ready and no error was logged{quiet}."
-        yield self.finding(run, msg, ev, None, phase=phase, seconds_without_progress=stalled)
+        if excerpt:
+            msg += " The excerpt starts mid-startup (no launch, no server args): this assumes it runs to the end of the log; if the server went on after the pasted lines, ignore this."
+        yield self.finding(run, msg, ev, None, severity="info" if excerpt else None, phase=phase, seconds_without_progress=stalled, excerpt=excerpt)
 
 
 _PROGRESS_KINDS = facts.STARTUP_EVENT_KINDS + ("progress", "weight_load_committed", "cuda_graph_bs", "prefill_batch", "decode_batch")

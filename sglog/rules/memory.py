@@ -341,19 +341,20 @@ class KvPoolStarvedByWeights(CrashRule):
         if fix is None:
             cap = max(1024, (m.max_total_num_tokens // 1024) * 1024)
             F, H = m.available_gpu_mem_gb, o["headroom_gb"]
+            missing = m.context_len - m.max_total_num_tokens
+            need = f"{missing * bpt / GiB:.1f} GB more KV ({missing:,} tokens x {bpt / 1024:.1f} KB)" if bpt else f"{missing:,} more KV tokens"
+            pool, cap_txt = m.max_total_num_tokens, f"--context-length {cap}"
             if F is not None and F > H and bpt:  # (room to grow, not enough for one full-length request)
-                grown = m.max_total_num_tokens + int((F - H) * GiB / bpt)
-                how = (
-                    f"Growing the pool by the {F - H:.1f} GB that can be spared ({F:.2f} GB free - {H:.1f} GB for activations) gives ~{grown:,} tokens, "
-                    f"still less than {m.context_len:,}: prompts longer than that cannot be served on this card. "
-                )
-                cap_txt = f"--context-length {cap} (or {max(1024, grown // 1024 * 1024)} with the larger pool)"
+                pool = m.max_total_num_tokens + int((F - H) * GiB / bpt)
+                room = f"the {F - H:.1f} GB this card can spare ({F:.2f} GB free - {H:.1f} GB for activations) grow the pool to ~{pool:,} tokens at most"
+                cap_txt += f" (or {max(1024, pool // 1024 * 1024)} with the larger pool)"
+            elif F is not None:
+                room = f"the free memory is not enough to grow the pool ({F:.2f} GB free, {H:.1f} GB of it needed for activations)"
             else:
-                free = f" ({F:.2f} GB free, {H:.1f} GB of it needed for activations)" if F is not None else ""
-                how = f"There is no room for a larger pool on this card{free}: prompts longer than ~{m.max_total_num_tokens:,} tokens cannot be served. "
-                cap_txt = f"--context-length {cap}"
+                room = "the log does not show the memory free after startup"
             fix = Fix(
-                summary=how + f"More capacity needs --kv-cache-dtype fp8_e4m3 or more GPUs; {cap_txt} makes the limit explicit.",
+                summary=f"One full-length request needs {need}; {room}: prompts longer than ~{pool:,} tokens cannot be served. "
+                f"More capacity needs --kv-cache-dtype fp8_e4m3, more GPUs or memory freed elsewhere (smaller CUDA graphs); {cap_txt} makes the limit explicit.",
                 args={},
                 safety="An fp8 KV cache can cost accuracy; a shorter --context-length rejects longer prompts up front.",
             )
@@ -998,9 +999,12 @@ class TpMemoryImbalance(CrashRule):
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
         per = {}
-        for e in run.events_of("weight_load_begin"):
-            if e.get("avail_mem") is not None:
-                per.setdefault(e.rank.label if e.rank else "-", e)
+        loads = [e for e in run.events_of("weight_load_begin") if e.get("avail_mem") is not None]
+        untagged = bool(loads) and all(e.rank is None for e in loads) and len(loads) <= max(facts.tp_size(run), 1) and not facts.is_spec(run)
+        for i, e in enumerate(loads):
+            # (a log without rank tags: each target weight load is one rank's, as long as there are no more than TP of them)
+            per.setdefault(f"line {e.line}" if untagged else (e.rank.label if e.rank else "-"), e)
+        assumed = " (the log has no rank tags: each `Load weight begin` line is taken as a different rank)" if untagged and len(per) > 1 else ""
         fix = Fix(
             summary="Free the GPU that has less memory (nvidia-smi: stop the other process) or exclude it with CUDA_VISIBLE_DEVICES; SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 only silences the check.",
             args={},
@@ -1023,7 +1027,7 @@ class TpMemoryImbalance(CrashRule):
             return
         imb = 1 - a / b
         label = lo.rank.label if lo.rank else "one rank"
-        msg = f"Free memory at weight load differs across ranks by {imb:.0%} ({label}: {a:.2f} GB vs {b:.2f} GB): pools are sized to the smallest, {b - a:.2f} GB per GPU is wasted."
+        msg = f"Free memory at weight load differs across ranks by {imb:.0%} ({label}: {a:.2f} GB vs {b:.2f} GB): pools are sized to the smallest, {b - a:.2f} GB per GPU is wasted{assumed}."
         yield self.finding(run, msg, [event_evidence(lo), event_evidence(hi)], fix, severity="warning", imbalance=round(imb, 4), wasted_gb=round(b - a, 3))
 
 

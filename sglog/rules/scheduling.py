@@ -91,8 +91,8 @@ class KvRetraction(Rule):
         """Too few retractions for a rate, but the last one came just before the crash: the pool ran out
         and the next step died (retraction paths are where speculative decoding's bookkeeping breaks)."""
         c = facts.crash(run)
-        if c is None or not rts or c.phase != "serving":
-            return None
+        if c is None or not rts or c.phase not in (None, "launch", "serving", "prefill", "decode", "forward"):
+            return None  # (a retraction happens only while serving: a tail that shows no startup is serving)
         rc = c.event
         label = rc.rank.label if rc.rank else None
         last = next((e for e in reversed(rts) if (e.file, e.line) < (rc.file, rc.line) and (label is None or e.rank is None or e.rank.label == label)), None)

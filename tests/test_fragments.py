@@ -1,0 +1,87 @@
+"""Rules on what users paste (issue 27 item 3): a tail, a head, no dates, no rank tags.
+
+Every failing case of every rule (tests/rules/*.cases: most are real corpus lines) is cut the ways
+a pasted excerpt is cut, and the rule must still fire on each cut that keeps its evidence:
+
+* tail: from the first line the full finding cites (the server args and the startup before it go);
+* head: up to the end of the last block the finding cites, for findings whose evidence is lines (a
+  finding over a window of batch lines needs its window: the cases are as small as each rule's minimum,
+  so a head cut of them is a different case, and a rule comparing a window with the time before it has
+  nothing to find in a head that stops before the change);
+* no dates: `[2026-02-23 10:15:00 TP0]` becomes `[10:15:00 TP0]`;
+* no rank tags: `[2026-02-23 10:15:00 TP0]` becomes `[2026-02-23 10:15:00]`.
+
+A finding on a cut that lacks what the rule would normally read (server args, a launch) says what it
+assumed; those are the rules' own cases (the `excerpt` / `assum` wording in their messages).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_rules import CASES, load_cases
+
+import sglog
+from sglog.rules import get_rule
+
+DATE = re.compile(r"(?<=\[)\d{4}-\d\d-\d\d ")
+RANK = re.compile(r"^(\[[^\]]*?) (?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\]")
+WINDOW_AREA = "sglog.rules.serving"  # rules that compare a window with what came before it
+
+
+def findings(tmp_path: Path, rule, lines: list[str], name: str = "case.log"):
+    log = tmp_path / name
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runs = sglog.load(log)
+    return runs, [f for run in runs for f in rule.check(run)]
+
+
+def cuts(tmp_path: Path, rule, case: dict) -> dict[str, list[str]]:
+    lines = case["lines"]
+    runs, full = findings(tmp_path, rule, lines)
+    cited = sorted({e.line for f in full for e in f.evidence if e.line})
+    if not full or not cited:
+        return {}
+    out = {
+        "tail": lines[cited[0] - 1 :],
+        "no-dates": [DATE.sub("", x) for x in lines],
+        "no-ranks": [RANK.sub(r"\1]", x) for x in lines],
+    }
+    if type(rule).__module__.startswith(WINDOW_AREA):
+        return out
+    if all(e.line for f in full for e in f.evidence):
+        last = cited[-1]
+        block = next((e for run in runs for e in run.events if e.line == last), None)
+        end = last + (block.text.count("\n") if block is not None and block.text else 0)
+        out["head"] = lines[:end]
+    return out
+
+
+def failing_cases():
+    for path in sorted(CASES.glob("*.cases")):
+        for i, case in enumerate(load_cases(path)):
+            if case["expect"] == "fail":
+                yield pytest.param(path.stem, case, id=f"{path.stem}-{i}")
+
+
+@pytest.mark.parametrize(("rule_name", "case"), list(failing_cases()))
+def test_the_rule_still_fires_on_a_pasted_fragment(tmp_path, rule_name, case):
+    rule = get_rule(rule_name)
+    missed = []
+    for cut, lines in cuts(tmp_path, rule, case).items():
+        _runs, got = findings(tmp_path, rule, lines, f"{cut}.log")
+        if not got:
+            missed.append(cut)
+    assert not missed, f"{rule_name}: {case['title']}: no finding on the {', '.join(missed)} cut"
+
+
+def test_a_fragment_without_a_launch_says_what_it_assumes(tmp_path):
+    """The startup excerpt with no launch line: reported, as info, with its assumption."""
+    case = next(c for c in load_cases(CASES / "server-never-ready.cases") if c["title"].startswith("the log stops in CUDA-graph capture"))
+    rule = get_rule("server-never-ready")
+    tail = cuts(tmp_path, rule, case)["tail"]
+    _runs, got = findings(tmp_path, rule, tail)
+    (f,) = got
+    assert f.severity == "info" and "assumes" in f.message
