@@ -5,7 +5,9 @@ same input (snapshotted as JSON).  Rendering goes through vl-convert, which
 needs neither a browser nor the network.
 
 * ``startup``: a Gantt chart of the startup phases (one row per phase, or one
-  row per rank for multi-rank runs), seconds since launch.
+  row per rank for multi-rank runs), seconds since launch (since the log's first
+  line when the launch is not in it); none for a run whose startup lines span no
+  time (a bar would be drawn out of nothing).
 * ``memory``: the GPU memory budget as a waterfall, free memory at weight load
   -> weights -> draft -> KV cache -> CUDA graphs -> free, with the static pool
   (``mem_fraction_static`` x total) drawn as a line.
@@ -63,8 +65,17 @@ def crash_point(s: Subject) -> tuple[datetime, str] | None:
 # ------------------------------------------------------------------ startup
 
 
+def launch_in_log(run) -> bool:
+    """Whether the log shows the launch (its command or the server arguments SGLang prints first):
+    only then is the first line's time the launch's, and "seconds since launch" true."""
+    return run.launch_command is not None or run.has("server_args")
+
+
 def startup_rows(s: Subject) -> list[dict[str, Any]]:
-    """One row per (rank, phase): start and end in seconds since launch; unfinished phases run to the log's end."""
+    """One row per (rank, phase): start and end in seconds since launch (since the log's first line
+    when the launch is not in it); unfinished phases run to the log's end.  ``bar_end_s`` is where
+    the bar ends: at least half a second after its start, so a phase shorter than the timestamps'
+    resolution still shows."""
     from sglog.runs import PHASES, _rank_key
 
     st = s.run.startup
@@ -93,7 +104,8 @@ def startup_rows(s: Subject) -> list[dict[str, Any]]:
                     "rank": rank if rank != "-" else "all",
                     "phase": PHASE_LABELS.get(name, name),
                     "start_s": _r(a, 2),
-                    "end_s": _r(max(b, a + 0.5), 2),  # a bar for phases shorter than the timestamp resolution
+                    "end_s": _r(b, 2),
+                    "bar_end_s": _r(max(b, a + 0.5), 2),
                     "duration_s": _r(rp.duration if finished else b - a, 2),
                     "status": "finished" if finished else "did not finish",
                 }
@@ -120,10 +132,19 @@ def _titled(report: Report, title: str, panels: list, extra: list[str]):
     return chart.properties(title=alt.Title(title, subtitle=[*sub, *extra])).to_dict()
 
 
+def drawn_startup(s: Subject) -> list[dict[str, Any]]:
+    """The startup rows worth a chart: none when they span no time at all (every phase begins and
+    ends at the log's first second, e.g. an excerpt from just before a crash), where the bars
+    would only be their minimum width stretched over the whole axis."""
+    rows = startup_rows(s)
+    return rows if any(max(r["start_s"], r["end_s"]) > 0 for r in rows) else []
+
+
 def startup_chart(report: Report) -> dict[str, Any] | None:
     alt = _alt()
     panels, extra = [], []
-    per_subject = [(s, startup_rows(s)) for s in report.subjects]
+    per_subject = [(s, drawn_startup(s)) for s in report.subjects]
+    known = all(launch_in_log(s.run) for s, rows in per_subject if rows)
     seen = {r["phase"] for _, rows in per_subject for r in rows}
     phases = [label for label in PHASE_LABELS.values() if label in seen]
     for s, rows in per_subject:
@@ -134,41 +155,44 @@ def startup_chart(report: Report) -> dict[str, Any] | None:
         per_rank = len(ranks) > 1
         y = alt.Y("rank:N" if per_rank else "phase:N", sort=ranks if per_rank else phases, title=None, axis=alt.Axis(labelLimit=220))
         base = alt.Chart(alt.Data(values=rows))
+        since = "launch" if launch_in_log(s.run) else "the log's first line"
+        # (one legend, the phases' colours, and only when the rows are ranks; an unfinished phase is
+        # its colour faded, said in the subtitle: a legend of opacities drew grey squares like no bar)
         bars = base.mark_bar(height={"band": 0.7}).encode(
-            x=alt.X("start_s:Q", title="seconds since launch", scale=alt.Scale(zero=True)),
-            x2="end_s:Q",
+            x=alt.X("start_s:Q", title="seconds since launch" if known else "seconds since the log's first line", scale=alt.Scale(zero=True)),
+            x2="bar_end_s:Q",
             y=y,
             color=alt.Color("phase:N", scale=alt.Scale(domain=phases), title="phase", legend=alt.Legend(orient="bottom", columns=4) if per_rank else None),
-            opacity=alt.Opacity(
-                "status:O",
-                scale=alt.Scale(domain=["finished", "did not finish"], range=[1.0, 0.35]),
-                title="status",
-                legend=alt.Legend(orient="bottom") if any(r["status"] != "finished" for r in rows) else None,
-            ),
+            opacity=alt.Opacity("status:O", scale=alt.Scale(domain=["finished", "did not finish"], range=[1.0, 0.35]), legend=None),
             tooltip=[
                 alt.Tooltip("run:N"),
                 alt.Tooltip("rank:N"),
                 alt.Tooltip("phase:N"),
-                alt.Tooltip("start_s:Q", title="start (s since launch)", format=".1f"),
+                alt.Tooltip("start_s:Q", title=f"start (s since {since})", format=".1f"),
                 alt.Tooltip("duration_s:Q", title="duration (s)", format=".1f"),
                 alt.Tooltip("status:N"),
             ],
         )
         layers = [bars]
         if not per_rank:
-            label = "(datum.duration_s >= 10 ? format(datum.duration_s, '.0f') : format(datum.duration_s, '.1f')) + ' s' + (datum.status == 'finished' ? '' : ' (did not finish)')"
-            layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(x="end_s:Q", y=y, text="label:N").transform_calculate(label=label))
+            seconds = "(datum.duration_s >= 10 ? format(datum.duration_s, '.0f') : format(datum.duration_s, '.1f')) + ' s'"
+            label = f"datum.status == 'finished' ? {seconds} : datum.duration_s > 0 ? {seconds} + ' (did not finish)' : 'did not finish'"
+            layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(x="bar_end_s:Q", y=y, text="label:N").transform_calculate(label=label))
+        if not launch_in_log(s.run):
+            extra.append(f"{who}the launch is not in the log: times count from its first line")
+        if any(r["status"] != "finished" for r in rows):
+            extra.append(f"{who}faded bars: phases not finished when the log ends")
         st = s.run.startup
         if st is not None and st.total_s is not None:
             ready = {"run": s.label or s.run.name, "ready_s": _r(st.total_s, 2), "label": f"ready after {st.total_s:.0f} s"}
             layers.append(alt.Chart(alt.Data(values=[ready])).mark_rule(color="#2ca02c", strokeWidth=2).encode(x="ready_s:Q", tooltip=[alt.Tooltip("label:N", title="server ready")]))
-            extra.append(f"{who}green line: server ready {st.total_s:.0f} s after launch")
+            extra.append(f"{who}green line: server ready {st.total_s:.0f} s after {since}")
         c = crash_mark(s)
         if c is not None:
             layers.append(
                 alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")])
             )
-            extra.append(f"{who}red dashed line: crashed {c['crash_s']:.0f} s after launch ({c['label']})")
+            extra.append(f"{who}red dashed line: crashed {c['crash_s']:.0f} s after {since} ({c['label']})")
         n_rows = len(ranks) if per_rank else len({r["phase"] for r in rows})
         panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=max(60, 24 * n_rows))))
     if not panels:

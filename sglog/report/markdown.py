@@ -152,7 +152,13 @@ def _what_happened(s: Subject) -> str:
         if e.status == "crashed":
             second = f"It crashed during {_phase(e.phase)}"
             if st and st.launch and e.last_ts:
-                second += f", {_secs((e.last_ts - st.launch).total_seconds())} after launch"
+                from sglog.report.charts import launch_in_log
+
+                after = (e.last_ts - st.launch).total_seconds()
+                if launch_in_log(run):
+                    second += f", {_secs(after)} after launch"
+                elif after > 0:  # (the first line is not the launch: how long after it is unknown)
+                    second += f", {_secs(after)} after the log's first line (the launch is not in the log)"
             second += f": {_cause(e)}." if e.root_cause is not None else " (the log does not show the cause)."
         elif e.status == "incomplete":
             second = f"The log ends during {_phase(e.phase)}: the run was stopped or the log cut before the server was ready."
@@ -319,7 +325,7 @@ def _base(path: str) -> str:
 
 
 def startup(report: Report, charts: dict[str, Any], html: bool = False, images: bool = True) -> str:
-    from sglog.report.charts import PHASE_LABELS
+    from sglog.report.charts import PHASE_LABELS, launch_in_log
     from sglog.runs import PHASES
 
     out = ["## Startup timeline", ""]
@@ -327,6 +333,8 @@ def startup(report: Report, charts: dict[str, Any], html: bool = False, images: 
         return "\n".join(out + ["The log has no startup lines (it starts after the server was up, or was cut).", ""])
     if "startup" in charts:
         out += [chart_ref("startup", "Startup timeline", html, images), ""]
+    else:  # (charts.drawn_startup: a bar of no length would fill the axis)
+        out += ["No chart: the startup lines all fall within one second of the log's first line, so there is no span of time to draw.", ""]
     rows = []
     for name in PHASES:
         cells = [PHASE_LABELS[name]]
@@ -338,18 +346,32 @@ def startup(report: Report, charts: dict[str, Any], html: bool = False, images: 
                 continue
             present = True
             t0 = s.run.startup.launch
-            at = f"+{(ph.start - t0).total_seconds():.0f} s" if ph.start and t0 else "?"
-            dur = _secs(ph.duration) if ph.complete else "did not finish"
             extra = ""
             if len(ph.per_rank) > 1 and ph.skew:
                 extra = f"; slowest {inline(ph.slowest_rank)}, spread {ph.skew:.1f} s"
+            if ph.start is None and ph.end is not None and t0:  # (its begin line is not in the log)
+                cells.append(f"ended at +{(ph.end - t0).total_seconds():.0f} s (its start is not in the log{extra})")
+                continue
+            at = f"+{(ph.start - t0).total_seconds():.0f} s" if ph.start and t0 else "?"
+            dur = _secs(ph.duration) if ph.complete else "did not finish"
             cells.append(f"{dur} (from {at}{extra})")
         if present:
             rows.append(cells)
-    rows.append(["launch → ready", *[_secs(s.run.startup.total_s) if s.run.startup and s.run.startup.total_s is not None else "not ready" for s in report.subjects]])
-    header = ["phase", *[f"{s.label}: duration (start)" if s.label else "duration (start since launch)" for s in report.subjects]]
+    def ready(s: Subject) -> str:
+        total = s.run.startup.total_s if s.run.startup else None
+        if total is None:
+            return "not ready"
+        return _secs(total) if launch_in_log(s.run) else f"over {_secs(total)} (ready {_secs(total)} after the log's first line)"
+
+    rows.append(["launch → ready", *[ready(s) for s in report.subjects]])
+    since = "since launch" if all(launch_in_log(s.run) for s in report.subjects) else "since the log's first line"
+    header = ["phase", *[f"{s.label}: duration (start)" if s.label else f"duration (start {since})" for s in report.subjects]]
     out += [_table(header, rows), ""]
     out += ["Durations are the slowest rank's (the others wait for it); with second-resolution timestamps SGLang's own `elapsed=` is used where it is longer.", ""]
+    unknown = [s for s in report.subjects if not launch_in_log(s.run)]
+    if unknown:
+        whose = "the log" if not report.compare else " and ".join(f"{s.label}'s log" for s in unknown)
+        out += [f"The launch (its command or the server arguments) is not in {whose}: times count from the log's first line, not from the launch.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
