@@ -680,7 +680,11 @@ class NcclLog(Event):
 class TorchLog(Event):
     kind = "torch_log"
     SOURCE = "third_party"
-    DOC = "PyTorch C++ logging (`[rank0]:[W207 ...] ...`, c10d, ProcessGroupNCCL watchdog)."
+    DOC = (
+        "PyTorch C++ logging (`[rank0]:[W207 ...] ...`, c10d, ProcessGroupNCCL watchdog); the watchdog's lines "
+        "carry `collective` ({op_type, seq_num, timeout_ms, ran_ms, numel_in, numel_out, rank, pg, last_enqueued, "
+        "last_completed, timeout}: what is present), read as in the error blocks."
+    )
 
 
 class Glog(Event):
@@ -752,7 +756,8 @@ class NativeBacktrace(Event):
     DOC = (
         "A native crash report (UCX's `Caught signal 11 (Segmentation fault: ...)` and `==== backtrace ====`, "
         "glog's `*** SIGSEGV ... received by PID`, glibc's `*** Error in ...` / `======= Backtrace: =========`): "
-        "`signal`, `reason`, `frames` (library, symbol, address); `fragment` when the excerpt starts inside it."
+        "`signal`, `reason`, `frames` (library, symbol, address); `fragment` when the excerpt starts inside it; "
+        "`rank` / `rank_from` as the error blocks (`sglang_frame`, `sglang_chain`, `phase` empty)."
     )
 
 
@@ -1201,41 +1206,60 @@ class KvTransferFailed(Event):
 # --- blocks (folded multi-line records) -------------------------------------------
 
 
+# the typed identity every error block carries (sglog/read/blocks.py::enrich, sglog/read/frames.py)
+ERROR_FIELDS_DOC = (
+    " Typed identity (rules read these, never the text): `exc_type` and the whole `exc_message` of the root "
+    "exception (multi-line messages kept); `sglang_frame` ({module, function, file, line}: the innermost of "
+    "SGLang's frames, module dotted from the path whatever the install prefix), `sglang_chain` (SGLang's "
+    "frames outermost first, `module:function`), `phase` (sglog.schema.ERROR_PHASES, from the frames; null "
+    "when they do not tell); `rank` (the rank tag's TP number, else the rank the text names: `[Rank 15]`, "
+    "`[rank3]:`, `rank15`, `TP3`, `GPU 1`) with `rank_from` (tag|text); `collective` for c10d watchdog "
+    "errors ({op_type, seq_num, timeout_ms, ran_ms, numel_in, numel_out, rank, pg, pg_name, last_enqueued, "
+    "last_completed, timeout}: what is present); `message_template` / `message_source` / `message_fields` "
+    "when the message's first line is one SGLang raises (the catalogue's template, module:line and typed "
+    "placeholders)."
+)
+
+
 class Traceback(Event):
     kind = "traceback"
     SOURCE = "block"
-    DOC = "A Python traceback (exception type, message, frames, chained exceptions)."
+    DOC = "A Python traceback (exception type, message, frames, chained exceptions)." + ERROR_FIELDS_DOC
 
 
 class SchedulerException(Event):
     kind = "scheduler_exception"
     SGLANG_ONLY = True
     SOURCE = "block"
-    DOC = "`Scheduler hit an exception:` (or another component's) traceback."
+    DOC = "`Scheduler hit an exception:` (or another component's) traceback." + ERROR_FIELDS_DOC
 
 
 class Oom(Event):
     kind = "oom"
     SOURCE = "block"
-    DOC = "A CUDA out-of-memory error (torch OutOfMemoryError) with tried/capacity/free in GB."
+    DOC = "A CUDA out-of-memory error (torch OutOfMemoryError) with tried/capacity/free in GB." + ERROR_FIELDS_DOC
 
 
 class FatalError(Event):
     kind = "fatal_error"
     SOURCE = "block"
-    DOC = "`Fatal Python error:` with its thread dump (a hard crash: abort, segfault)."
+    DOC = "`Fatal Python error:` with its thread dump (a hard crash: abort, segfault); frames, chain and phase from the thread that crashed." + ERROR_FIELDS_DOC
 
 
 class CppException(Event):
     kind = "cpp_exception"
     SOURCE = "third_party"
-    DOC = "`terminate called after throwing an instance of ...` with `what():` and C++ frames."
+    DOC = (
+        "`terminate called after throwing an instance of ...` with `what():` (its whole message, up to c10's "
+        "`Exception raised from`) and C++ frames; `collective` also from the watchdog's frames alone "
+        "(`checkTimeout`, `watchdogHandler`, `ncclCommWatchdog`: `{timeout: true}`)." + ERROR_FIELDS_DOC
+    )
 
 
 class LoggingError(Event):
     kind = "logging_error"
     SOURCE = "block"
-    DOC = "`--- Logging error ---`: Python's logging failed to emit a record (its traceback, `Message:` and `Arguments:`)."
+    DOC = "`--- Logging error ---`: Python's logging failed to emit a record (its traceback, `Message:` and `Arguments:`)." + ERROR_FIELDS_DOC
 
 
 class Blank(Event):

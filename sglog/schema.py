@@ -21,6 +21,25 @@ BATCH_CORE = (
     "cuda_graph",
 )
 
+# the phase an error event happened in, as its frames tell (the ``phase`` field of the block
+# kinds; the frame -> phase table is sglog/read/frames.py).  The first eight are contexts (the
+# innermost frame naming one wins); prefill/decode/forward name a forward pass (forward: one whose
+# mode the frames do not tell).  None when the frames do not tell.
+ERROR_PHASES = (
+    "distributed_init",
+    "weight_load",
+    "kv_pool",
+    "attention_backend_init",
+    "cuda_graph_capture",
+    "warmup",
+    "pd_transfer",
+    "shutdown",
+    "prefill",
+    "decode",
+    "forward",
+)
+FORWARD_PHASES = ("prefill", "decode", "forward")
+
 # timeline windows (sglog/timeline.py)
 WINDOW_COLUMNS = (
     "window_start",

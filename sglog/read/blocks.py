@@ -1,17 +1,29 @@
 """Read folded multi-line blocks (tracebacks, thread dumps, C++ aborts, native crash reports) into fields.
 
-The line shapes are the ``TB_*``, ``NB_*`` and ``OOM_*`` terminals of the grammar.  A block may
-be a fragment (a pasted excerpt that starts inside it: frames without their header, a thread
-dump's middle): it is read the same way and marked ``fragment: True``.
+The line shapes are the ``TB_*``, ``NB_*``, ``OOM_*`` and ``COLL_*`` terminals of the grammar.  A
+block may be a fragment (a pasted excerpt that starts inside it: frames without their header, a
+thread dump's middle): it is read the same way and marked ``fragment: True``.
+
+Every error block then gets the same typed identity (:func:`enrich`), so that rules read fields
+and never the text: ``sglang_frame`` / ``sglang_chain`` / ``phase`` from its frames
+(sglog/read/frames.py), ``rank``, ``collective`` (c10d's collectives: :func:`collective`, shared
+with torch's log lines) and, when the exception's message is one SGLang raises,
+``message_template`` / ``message_source`` / ``message_fields`` from the catalogue.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from sglog.read import frames as pyframes
 from sglog.read import grammar
-from sglog.events import to_gb
+from sglog.events import Rank, to_gb
+
+
+# (text, preferred source) -> the catalogued SGLang message it is: template, source, fields (or None)
+Catalogued = Callable[[str, "str | None"], "dict[str, Any] | None"]
 
 
 def _re(name: str):
@@ -22,7 +34,7 @@ def _frame(fm) -> dict[str, Any]:
     return {"file": fm.group("path"), "line": int(fm.group("lineno")), "function": (fm.group("func") or "").strip()}
 
 
-def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
+def read_traceback(lines: list[str], catalogued: Catalogued | None = None) -> tuple[str, dict[str, Any]]:
     """Return (kind, fields) for a traceback block.
 
     Fields: ``component`` (Scheduler, TokenizerManager ... from the preface),
@@ -32,7 +44,11 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
     ``exceptions`` (the whole chain, oldest first), ``frames`` (of the root
     exception's traceback: file, line, function), ``truncated`` (the block's head
     or its exception line was cut off), ``hints`` (SGLang's numbered advice after
-    the message), and when recognised: CUDA OOM numbers (``gpu``, ``tried_gb``,
+    the message), ``sglang_frame`` / ``sglang_chain`` / ``phase`` (sglog/read/frames.py, from
+    the root exception's whole stack: the later exceptions of a chain show the frames above
+    it; a block cut before its exception line counts the call its last source line makes),
+    ``message_template`` / ``message_source`` / ``message_fields`` (``_named_message``, with
+    ``catalogued``), and when recognised: CUDA OOM numbers (``gpu``, ``tried_gb``,
     ``capacity_gb``, ``free_gb``, ...), ``capture_failed``, ``not_enough_memory``
     with ``mem_fraction_static``.
     """
@@ -43,6 +59,7 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
     exc_re = _re("TB_EXCEPTION")
     chain_re = _re("TB_CHAIN")
     pre_re = _re("TB_EXC_PREFACE")
+    any_exc_re = _re("TB_EXCEPTION_ANY")
 
     component = None
     preface = ""
@@ -62,6 +79,7 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
     exceptions: list[dict[str, Any]] = []
     current_frames: list[dict[str, Any]] = []
     message: list[str] | None = None  # lines of the current exception's message
+    source: str | None = None  # the source line under the last frame (a cut block: the call it was making)
     for i, text in enumerate(lines[start:]):
         if (i == 0 and hm) or text.startswith("Traceback (most recent call last):"):
             current_frames = []
@@ -76,13 +94,18 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
         fm = frame_re.match(text)
         if fm:
             current_frames.append(_frame(fm))
+            source = None
             continue
         if text[:1].isspace() or not text.strip():
+            if source is None and current_frames and text.strip():
+                source = text.strip()
             continue  # source and caret lines under a frame
         em = exc_re.match(text)
+        if em is None and current_frames:
+            em = any_exc_re.match(text)  # where frames end, the unindented line is the exception's
         if em:
             message = [(em.group("message") or "").strip()]
-            exceptions.append({"type": em.group("type"), "lines": message, "frames": current_frames})
+            exceptions.append({"type": em.group("type"), "lines": message, "frames": current_frames, "raise_line": source})
             continue
     hints: list[str] = []
     for exc in exceptions:
@@ -101,6 +124,15 @@ def read_traceback(lines: list[str]) -> tuple[str, dict[str, Any]]:
         "frames": root["frames"] if root else current_frames,
         "truncated": not complete_head or not exceptions,
     }
+    pending = None
+    if not exceptions and current_frames and source:
+        # cut before its exception line: the call on the last frame's source line was under way
+        cm = _re("TB_SOURCE_CALL").match(source)
+        if cm:
+            pending = {"file": current_frames[-1]["file"], "line": None, "function": cm.group("call")}
+    fields.update(pyframes.describe([e["frames"] for e in exceptions] if exceptions else [current_frames], pending))
+    if catalogued is not None:
+        fields.update(_named_message(exceptions, catalogued))
     if not complete_head and not component:
         fields["fragment"] = True  # the excerpt starts inside the traceback
     if preface and not component:
@@ -201,6 +233,8 @@ def read_logging_error(lines: list[str]) -> dict[str, Any]:
         "exc_type": exc.get("exc_type"),
         "exc_message": exc.get("exc_message"),
         "frames": exc.get("frames", []),
+        "exceptions": exc.get("exceptions", []),
+        **pyframes.describe([stack + list(exc.get("frames", []))]),
         "call_stack": stack,
         "log_message": log_message,
         "log_arguments": log_arguments,
@@ -216,11 +250,29 @@ def _literal(text: str) -> Any:
 
 
 def read_fatal(lines: list[str]) -> dict[str, Any]:
-    """`Fatal Python error:` and faulthandler's thread dump (or the dump's middle, ``fragment``)."""
+    """`Fatal Python error:` and faulthandler's thread dump (or the dump's middle, ``fragment``).
+
+    ``sglang_frame`` / ``sglang_chain`` / ``phase`` are read from the thread that crashed (the
+    dump's ``Current thread``, else its first thread); the dump lists frames innermost first."""
     m = _re("TB_FATAL").match(lines[0])
-    threads = sum(1 for t in lines if t.startswith(("Thread 0x", "Current thread 0x")))
-    frames = [_frame(fm) for fm in (_re("TB_FRAME").match(t) for t in lines) if fm]
+    frame_re = _re("TB_FRAME")
+    threads = 0
+    frames: list[dict[str, Any]] = []
+    stacks: list[tuple[bool, list[dict[str, Any]]]] = []  # (current thread?, frames innermost first)
+    for t in lines:
+        if t.startswith(("Thread 0x", "Current thread 0x")):
+            threads += 1
+            stacks.append((t.startswith("Current"), []))
+            continue
+        fm = frame_re.match(t)
+        if fm:
+            frames.append(_frame(fm))
+            if not stacks:
+                stacks.append((False, []))
+            stacks[-1][1].append(frames[-1])
     out = {"exc_type": "Fatal Python error", "exc_message": m.group("message").strip() if m else "", "threads": threads, "frames": frames[:50]}
+    crashed = next((s for current, s in stacks if current), stacks[0][1] if stacks else [])
+    out.update(pyframes.describe([crashed[::-1]]))
     if not m:
         out["fragment"] = True
     return out
@@ -231,7 +283,7 @@ def read_cpp(lines: list[str]) -> dict[str, Any]:
     `frame #N:` lines; from an excerpt's middle too (``fragment``: frames alone, or from
     `Exception raised from`)."""
     m = _re("TB_CPP_TERMINATE").match(lines[0])
-    what = ""
+    what_lines: list[str] | None = None
     raised = None
     frames: list[dict[str, Any]] = []
     for t in lines:
@@ -243,15 +295,19 @@ def read_cpp(lines: list[str]) -> dict[str, Any]:
             elif _re("TB_CPP_FRAME").match(s):
                 frames.append({"function": s.split(": ", 1)[1], "library": None})
             continue
-        if not what:
+        if what_lines is not None and raised is None and not frames and not s.startswith("Exception raised from"):
+            what_lines.append(s)  # the message goes on (c10's messages span lines) until its location line
+            continue
+        if what_lines is None:
             wm = _re("TB_CPP_WHAT").match(t)
             if wm:
-                what = wm.group("message").strip()
+                what_lines = [wm.group("message").strip()]
                 continue
         if raised is None:
             rm = _re("TB_CPP_RAISED").match(s)
             if rm:
                 raised = {"function": rm.group("func"), "file": rm.group("location"), "line": int(rm.group("lineno")) if rm.group("lineno") else None}
+    what = "\n".join(what_lines or []).strip()
     out: dict[str, Any] = {"exc_type": m.group("type") if m else None, "exc_message": what, "cpp_frames": len(frames)}
     if raised:
         out["raised_from"] = raised
@@ -311,3 +367,166 @@ def read_native(lines: list[str]) -> dict[str, Any]:
     if not head:
         out["fragment"] = True
     return {k: v for k, v in out.items() if v is not None or k in ("signal", "reason")}
+
+
+# ---------------------------------------------------------------- the typed identity of an error
+
+_COLL_KEYS = {"SeqNum": "seq_num", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out", "Timeout(ms)": "timeout_ms"}
+
+
+def collective(text: str, cpp_functions: Iterable[str] = ()) -> dict[str, Any] | None:
+    """What c10d's words say about a collective, or None when they say nothing.
+
+    From ProcessGroupNCCL's watchdog, wherever it is printed (a torch log line, an exception's
+    message, a C++ ``what():``): ``op_type``, ``seq_num``, ``timeout_ms``, ``ran_ms``,
+    ``numel_in``, ``numel_out`` (``WorkNCCL(...)``), ``rank`` and ``pg`` (``[PG ID 2 PG GUID 3
+    Rank 4]``; ``pg_name`` when the GUID names it), ``last_enqueued`` / ``last_completed``
+    (``Timeout at NCCL work: ...``), ``timeout`` (True when the words or the C++ frames
+    ``checkTimeout`` / ``watchdogHandler`` / ``ncclCommWatchdog`` say it timed out),
+    ``watchdog_stuck_s`` (the heartbeat monitor's).  Markdown emphasis (``**``) a web page kept is
+    read through.
+    """
+    if "**" in text:
+        text = text.replace("**", "")
+    out: dict[str, Any] = {}
+    wm = _re("COLL_WORK").search(text)
+    if wm:
+        for km in _re("COLL_WORK_KV").finditer(wm.group("work")):
+            key = _COLL_KEYS.get(km.group("key"))
+            if key is not None:
+                value = km.group("value")
+                out[key] = int(value) if value.lstrip("-").isdigit() else value
+        if wm.group("ran"):
+            out["ran_ms"] = int(wm.group("ran"))
+    pm = _re("COLL_PG").search(text)
+    if pm:
+        out["rank"] = int(pm.group("rank"))
+        if pm.group("pg"):
+            out["pg"] = int(pm.group("pg"))
+        guid = pm.group("guid") or ""
+        name = pm.group("name") or (guid.partition("(")[2].rstrip(")") if "(" in guid else "")
+        if name:
+            out["pg_name"] = name
+    am = _re("COLL_AT_WORK").search(text)
+    if am:
+        out.setdefault("seq_num", int(am.group("seq")))
+        out["last_enqueued"] = int(am.group("enqueued"))
+        out["last_completed"] = int(am.group("completed"))
+    dog = _re("COLL_WATCHDOG").search(text)
+    if dog and dog.group("stuck"):
+        out["watchdog_stuck_s"] = int(dog.group("stuck"))
+    frame_re = _re("COLL_CPP_FRAME")
+    if _re("COLL_TIMED_OUT").search(text) or any(frame_re.search(f) for f in cpp_functions):
+        out["timeout"] = True
+    if not (wm or am or dog or out.get("timeout")):
+        return None  # a `[Rank N]` alone is no collective
+    return out
+
+
+def rank_in(text: str) -> int | None:
+    """The rank a block's words name (``RANK_IN_TEXT``): torch's ``[rank3]:`` prefix first, then a
+    bracketed ``[... Rank 15]``, ``rank15`` / ``Rank 15``, ``TP3``, a CUDA OOM's ``GPU 1``."""
+    best: tuple[int, int] | None = None
+    order = ("prefix", "bracket", "word", "tp", "gpu")
+    for m in _re("RANK_IN_TEXT").finditer(text):
+        name = m.lastgroup
+        if name is None:
+            continue
+        rank = (order.index(name), int(m.group(name)))
+        if best is None or rank[0] < best[0]:
+            best = rank
+            if rank[0] == 0:
+                break
+    return best[1] if best else None
+
+
+def rank_of(tags: Rank | None) -> int | None:
+    """The rank number of a record's rank tags: its TP rank, else its one tag's number."""
+    if tags is None:
+        return None
+    if tags.tp is not None:
+        return tags.tp
+    values = list(tags.to_dict().values())
+    return values[0] if values else None
+
+
+def _rank_text(kind: str, fields: dict[str, Any], lines: list[str]) -> str:
+    """The words of a block that may name its rank: the messages and the block's head, not its
+    frames' paths and source lines."""
+    parts = [lines[0] if lines else ""]
+    for e in fields.get("exceptions") or ():
+        parts.append(str(e.get("message") or ""))
+    if not fields.get("exceptions"):
+        parts.append(str(fields.get("exc_message") or ""))
+    if kind in ("cpp_exception", "native_backtrace", "fatal_error"):
+        parts.extend(f.get("function") or f.get("symbol") or "" for f in fields.get("frames") or ())
+        parts.extend(f.get("library") or "" for f in fields.get("frames") or ())
+    return "\n".join(p for p in parts if p)
+
+
+def enrich(kind: str, fields: dict[str, Any], lines: list[str], rank: Rank | None = None) -> dict[str, Any]:
+    """Add an error block's typed identity to its fields (in place; returned).
+
+    ``rank``: the record's rank tag's number (:func:`rank_of`), else the rank its words name
+    (:func:`rank_in`), with ``rank_from`` ("tag" or "text"); ``collective`` (:func:`collective`)
+    when c10d's watchdog speaks.  ``phase`` / ``sglang_frame`` / ``sglang_chain`` are set by the
+    readers (None and [] when the block has no Python frames).
+    """
+    for key in ("sglang_frame", "sglang_chain", "phase"):
+        fields.setdefault(key, [] if key == "sglang_chain" else None)
+    number = rank_of(rank)
+    if number is not None:
+        fields["rank"], fields["rank_from"] = number, "tag"
+    else:
+        number = rank_in(_rank_text(kind, fields, lines))
+        fields["rank"] = number
+        if number is not None:
+            fields["rank_from"] = "text"
+    messages = [str(e.get("message") or "") for e in fields.get("exceptions") or ()] or [str(fields.get("exc_message") or "")]
+    cpp = [str(f.get("function") or "") for f in fields.get("frames") or ()] if kind == "cpp_exception" else []
+    if kind == "cpp_exception" and fields.get("raised_from"):
+        cpp.append(str(fields["raised_from"].get("function") or ""))
+    coll = collective("\n".join(messages), cpp)
+    if coll is not None:
+        if fields["rank"] is not None:
+            coll.setdefault("rank", fields["rank"])
+        fields["collective"] = coll
+    return fields
+
+
+def _named_message(exceptions: list[dict[str, Any]], catalogued: Catalogued) -> dict[str, Any]:
+    """``message_template`` / ``message_source`` / ``message_fields``: the first exception of the
+    chain (root first) whose message's first line is a message SGLang raises (the catalogue,
+    ``catalogued``, with the raising frame as the preferred source).  SGLang raised it only if
+    the exception's innermost frame is SGLang's own and, when its source line is shown, that
+    line raises (``raise ...`` / ``assert ...``): an error the interpreter raised in SGLang's code
+    (``'NoneType' object has no attribute 'cpu'``) is not one of SGLang's messages, even where
+    SGLang words one the same way; without its source line, the template must come from a file
+    of the raising frame's name.  An exception shown without frames is taken at its word."""
+    for exc in exceptions:
+        first = str(exc.get("message") or "").split("\n", 1)[0].strip()
+        if not first:
+            continue
+        frames = exc.get("frames") or []
+        at = frames[-1] if frames else None
+        source = None
+        if at is not None:
+            module = pyframes.module_of(at.get("file"))
+            if not pyframes.is_sglang(module):
+                continue
+            line = str(exc.get("raise_line") or "")
+            if line and not line.startswith(("raise", "assert")):
+                continue
+            if module and module.startswith("sglang.") and at.get("line") is not None:
+                source = "/".join(module.split(".")[1:]) + f".py:{at['line']}"
+        named = catalogued(first, source)
+        if not named:
+            continue
+        if at is not None and not exc.get("raise_line") and _basename(named["source"]) != _basename(str(at.get("file") or "")):
+            continue  # (no source line to tell: the template must come from a file of the raising frame's name)
+        return {"message_template": named["template"], "message_source": named["source"], "message_fields": named["fields"]}
+    return {}
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].partition(":")[0]

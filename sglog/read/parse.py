@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from sglog.read import blocks, fastpath, grammar, messages
-from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, make
+from sglog.events import BLOCK_KINDS, KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.read.records import Folder, Record, is_start
@@ -196,6 +196,7 @@ class RecordParser:
         self.ts_memo: dict[str, tuple[datetime | None, bool]] = {}
         self.rank_memo: dict[str | None, Rank | None] = {}
         self.catalogue_memo: dict[str, dict[str, Any] | None] = {}
+        self.raised_memo: dict[tuple[str, str | None], dict[str, Any] | None] = {}
         self.version: str | None = None  # the SGLang release the log names (pip list), once seen
         self.shapes: dict[Any, Any] | None = None
         self.literals: tuple[str, ...] = ()
@@ -286,12 +287,12 @@ class RecordParser:
         common.update(ts=ts, ts_has_date=has_date, rank=rank)
         lines = [first] + rec.lines[1:]
         if rec.mode == "traceback":
-            kind, fields = blocks.read_traceback(lines)
-            return make(kind, fields=_with_ray(fields, ray), **common)
+            kind, fields = blocks.read_traceback(lines, self.raised)
+            return make(kind, fields=_with_ray(blocks.enrich(kind, fields, lines, rank), ray), **common)
         if rec.mode == "fatal":
-            return make("fatal_error", fields=blocks.read_fatal(lines), **common)
+            return make("fatal_error", fields=blocks.enrich("fatal_error", blocks.read_fatal(lines), lines, rank), **common)
         if rec.mode == "cpp":
-            return make("cpp_exception", fields=blocks.read_cpp(lines), **common)
+            return make("cpp_exception", fields=blocks.enrich("cpp_exception", blocks.read_cpp(lines), lines, rank), **common)
         message = "\n".join(lines)
         res = self.message(message)
         if res is None and len(lines) > 1:
@@ -305,7 +306,31 @@ class RecordParser:
         kind, fields = res
         if kind == "pip_package" and fields.get("package") == "sglang" and fields.get("version"):
             self.version = str(fields["version"])  # ranks ambiguous catalogue matches
+        elif kind == "torch_log":
+            coll = blocks.collective(str(fields.get("message") or ""))
+            if coll is not None:
+                if "rank" not in coll and (r := blocks.rank_in(first)) is not None:
+                    coll["rank"] = r  # (torch's `[rank3]:` prefix)
+                fields["collective"] = coll
+        elif kind == "native_backtrace":
+            blocks.enrich(kind, fields, lines, rank)
         return make(kind, fields=_with_ray(fields, ray), **common)
+
+    def raised(self, text: str, source: str | None) -> dict[str, Any] | None:
+        """The catalogued SGLang message an exception's message (first line) is: ``template``,
+        ``source`` (module:line) and its typed placeholder ``fields``; None if it is none.
+        ``source``: the raising frame (``srt/managers/scheduler.py:123``), preferred among matches."""
+        key = (text, source)
+        hit = self.raised_memo.get(key, 0)
+        if hit != 0:
+            return {**hit, "fields": dict(hit["fields"])} if hit else None
+        from sglog.read import catalog
+
+        m = catalog.load().match(text, self.version, source)
+        out = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None else None
+        if len(self.raised_memo) < _MEMO_MAX:
+            self.raised_memo[key] = out
+        return {**out, "fields": dict(out["fields"])} if out else None
 
     def catalogued(self, message: str) -> dict[str, Any] | None:
         """The fields of the catalogued SGLang message this line is (sglog/read/catalog.py), or None:
@@ -412,6 +437,8 @@ def parse_source(
                     ev.fields.update((k, v) for k, v in parts.items() if k not in ev.fields)
                     if ev.rank is None and isinstance(parts.get("gpu"), int):  # 0.2.x's `[gpu=N] `: the TP rank
                         ev.rank = rp.rank(f"TP{parts['gpu']}")
+                        if ev.kind in BLOCK_KINDS and ev.fields.get("rank_from") != "tag":
+                            ev.fields.update(rank=parts["gpu"], rank_from="tag")
             if ev.kind in fastpath.HOT_KINDS:
                 hot.append(ev)
                 continue
