@@ -61,7 +61,7 @@ app = App(
     rich_markup_mode=None,  # click's plain help: no rich import for a help screen
     context_settings={"help_option_names": list(HELP_OPTIONS), "max_content_width": 100},
     invoke_without_command=True,
-    epilog="Run 'sglog COMMAND --help' for a command's options and examples; exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error, 70 internal error.",
+    epilog="Run 'sglog COMMAND --help' for a command's options and examples.\n\n\b\nExit codes:\n  0   clean\n  1   findings at or above --fail-on\n  2   usage or input error\n  70  internal error",
 )
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from sglog.cli import app
+from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
 from sglog import jsonout
 
 
@@ -47,6 +48,7 @@ def term_width(default: int = 120) -> int:
 sglog diagnose server.log
 sglog diagnose node0.log node1.log --fail-on warning
 sglog diagnose -f json server.log.gz | jq '.findings[].code'
+sglog diagnose server.log --since '2026-02-27 10:05' --rank TP3
 """,
 )
 def diagnose(
@@ -56,6 +58,9 @@ def diagnose(
     fail_on: Annotated[Optional[FailOn], typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info; default: the config file's, else error.", show_default=False)] = None,
     select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP + " Keeps the findings with an evidence line in the window (the rules read the whole run).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No summary line on stderr.")] = False,
 ) -> None:
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
@@ -69,6 +74,7 @@ def diagnose(
     fail_on = fail_on or FailOn(conf.fail_on or "error")
     select = select or list(conf.select) or None
     ignore = ignore or list(conf.ignore) or None
+    window = Window.from_options(since, until, rank)  # (a bad value stops before reading)
     logs = log_paths(logs)
     read_ahead(logs)
 
@@ -95,10 +101,13 @@ def diagnose(
         findings = diagnose_runs(runs, select=select, ignore=ignore, options=conf.options or None)
     except DiagnoseError as e:
         raise UsageError(str(e.args[0])) from None
+    if window is not None:  # (the runs with a line in the window, the findings with evidence in it)
+        runs, findings = window.findings(runs, findings)
     from sglog.commands._common import PIPED_WIDTH, write_text
 
     if fmt == DiagnoseFormat.json:
-        text = jsonout.dumps(document(runs, findings, coverage), indent=2, ensure_ascii=False, default=str) + "\n"
+        doc = document(runs, findings, coverage) | ({"window": window.describe()} if window is not None else {})
+        text = jsonout.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
     elif fmt == DiagnoseFormat.sarif:
         from sglog.render.ci import sarif
         from sglog.rules import RULES
@@ -113,6 +122,8 @@ def diagnose(
 
         to_file = output is not None
         text = render_rich(runs, findings, coverage, color=not to_file and use_color(sys.stdout), width=PIPED_WIDTH if to_file else term_width())
+        if window is not None and not runs:
+            text = f"No line of the logs is in the window ({window.text()}).\n"
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -121,7 +132,7 @@ def diagnose(
     if not quiet:
         from sglog.render.diagnose import summary_line
 
-        sys.stderr.write(summary_line(runs, findings, coverage) + "\n")
+        sys.stderr.write(summary_line(runs, findings, coverage) + (f" (in the window: {window.text()})" if window is not None else "") + "\n")
     raise SystemExit(exit_code(findings, fail_on.value))
 
 

@@ -9,6 +9,7 @@ import typer
 
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frames, write_lines, write_text
+from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window, rank_label
 from sglog import jsonout
 
 
@@ -18,6 +19,7 @@ from sglog import jsonout
 sglog events server.log -k decode_batch -f csv -o decode.csv
 sglog events server.log -f jsonl | jq -c 'select(.kind == "prefill_batch")'
 sglog events --stats server.log
+sglog events server.log --since '2026-02-27 10:05' --until 10:10 --rank TP3
 """,
 )
 def events(
@@ -26,9 +28,9 @@ def events(
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, jsonl, csv, parquet (-o FILE) or json.")] = TableFormat.table,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-file line accounting and coverage instead of events.")] = False,
-    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help="Only events at or after TIME: '2026-02-27 10:05', or '10:05' for the time of day.")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help="Only events at or before TIME (as --since).")] = None,
-    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help="Only events of this rank, e.g. TP3 or DP1 (repeatable).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP)] = None,
+    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
 ) -> None:
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
@@ -37,6 +39,7 @@ def events(
 
     if kind:
         _check_kinds(kind)
+    window = Window.from_options(since, until, rank)  # (a bad value stops before reading)
     logs = log_paths(logs)
     read_ahead(logs)
 
@@ -53,12 +56,12 @@ def events(
         stdout_console().print(stats_table(doc))
         return
     wanted = set(kind or [])
-    keep = _filter(since, until, rank)
 
     def selected():  # (streamed: the export holds one batch of rows at a time, #28)
         for p in parsed:
-            for d in p.iter_dicts():
-                if (not wanted or d["kind"] in wanted) and keep(d):
+            rows = p.iter_dicts() if window is None else window.rows(p.iter_dicts())  # (every kind: an untimed line takes the time before it)
+            for d in rows:
+                if not wanted or d["kind"] in wanted:
                     yield d
 
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
@@ -91,51 +94,7 @@ EXPORT_BATCH = 100_000  # rows per frame of an export (a frame of 100k rows: ~10
 
 def _exported(row: dict) -> dict:
     """An event as every export format writes it: the rank as its label (``TP0``, ``TP1 DP0``)."""
-    return row | {"rank": _rank_label(row.get("rank"))} if "rank" in row else row
-
-
-def _when(text: str, option: str) -> tuple[str, bool]:
-    """``--since``/``--until``'s TIME as a comparable text and whether it has a date (``10:05`` has not)."""
-    from datetime import datetime, time
-
-    from sglog.errors import UsageError
-
-    try:
-        return datetime.fromisoformat(text.strip()).isoformat(sep=" "), True
-    except ValueError:
-        pass
-    try:
-        return time.fromisoformat(text.strip()).isoformat(), False
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: give a time as '2026-02-27 10:05[:00]' or '10:05[:00]'") from None
-
-
-def _filter(since: str | None, until: str | None, ranks: list[str] | None):
-    """Whether an event row is in the --since/--until window and of one of the --rank ranks
-    (an event without a time or a rank is out when the option is given)."""
-    lo = _when(since, "--since") if since else None
-    hi = _when(until, "--until") if until else None
-    want = {r.strip().upper() for r in ranks or [] if r.strip()}
-
-    def keep(d: dict) -> bool:
-        ts = d.get("ts")
-        for bound, after in ((lo, True), (hi, False)):
-            if bound is None:
-                continue
-            if not ts:
-                return False
-            value, dated = bound
-            mine = str(ts) if dated else str(ts).rsplit(" ", 1)[-1]
-            mine = mine[: len(value)] if not after else mine
-            if (mine < value) if after else (mine > value):
-                return False
-        if want:
-            label = _rank_label(d.get("rank")) or ""
-            if not want & set(label.split()):
-                return False
-        return True
-
-    return keep
+    return row | {"rank": rank_label(row.get("rank"))} if "rank" in row else row
 
 
 def _check_kinds(kinds: list[str]) -> None:
@@ -151,8 +110,3 @@ def _check_kinds(kinds: list[str]) -> None:
         hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
         raise UsageError(f"--kind {', '.join(unknown)}: not an event kind{hint}; the kinds are: {', '.join(sorted(KIND_CLASSES))}")
 
-
-def _rank_label(rank) -> str | None:
-    if not rank:
-        return None
-    return " ".join(f"{k.upper()}{v}" for k, v in rank.items())

@@ -9,6 +9,7 @@ import typer
 
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
+from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
 from sglog import jsonout
 
 
@@ -51,6 +52,7 @@ def runs(
     example="""
 sglog timeline server.log
 sglog timeline server.log --run 2 -w 1m -f csv -o timeline.csv
+sglog timeline server.log --since 10:05 --until 10:30 --rank DP1
 """,
 )
 def timeline(
@@ -59,6 +61,9 @@ def timeline(
     window: Annotated[str, typer.Option("--window", "-w", metavar="WIDTH", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, csv, parquet (-o FILE) or jsonl.")] = TableFormat.table,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP + " The windows aggregate the batch lines in it.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
 ) -> None:
     """Serving timeline in windows: decode throughput p10/p50/p90, running/queue, token usage, CUDA-graph share, retractions."""
     import polars as pl
@@ -69,12 +74,15 @@ def timeline(
 
     if not window[:1].isdigit() or window[-1] not in "smhd":
         raise UsageError(f"--window {window!r}: use a number and a unit, e.g. 10s, 1m")
+    cut = Window.from_options(since, until, rank)  # (a bad value stops before reading)
     from sglog.commands._common import log_paths
 
     found = load_runs(log_paths(logs))
     chosen = [r for r in found if run is None or r.index == run]
     if run is not None and not chosen:
         raise UsageError(f"--run {run}: the logs hold {len(found)} run(s)")
+    if cut is not None:  # (each run as built from the whole logs, numbered as `sglog runs` does, cut to the window)
+        chosen = [cut.restrict(r) for r in chosen]
     frames = [tl.windows(r, window).with_columns(pl.lit(r.index).alias("run")) for r in chosen]
     frames = [f for f in frames if f.height]
     frame = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
