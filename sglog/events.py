@@ -261,7 +261,8 @@ class Event(metaclass=_Compact):
     # who wrote the record: "sglang" (its own messages), "third_party" (another program's
     # output of a known shape: NCCL, torch, tqdm, pip, a shell ...: never evidence that a log is
     # SGLang's), "block" (a folded block -- traceback, thread dump -- whose origin its content
-    # tells: its frames' paths); the one table coverage accounting reads
+    # tells: its frames' paths), "catalogue" (an SGLang message the message catalogue names, not
+    # the grammar: sglang_message and the named kinds); the one table coverage accounting reads
     SOURCE: ClassVar[str] = "sglang"
     # a kind only SGLang writes: one such event is evidence that a log is SGLang's (sglog/read/evidence.py)
     SGLANG_ONLY: ClassVar[bool] = False
@@ -1274,6 +1275,7 @@ class Unparsed(Event):
 
 class SglangMessage(Event):
     kind = "sglang_message"
+    SOURCE = "catalogue"
     FIELDS = _k(template=to_str, source=to_str, level=to_str, versions=to_str, origin=to_str, shared=to_str)
     DOC = (
         "An SGLang message that no grammar rule names, named by the catalogue mined from SGLang's source "
@@ -1283,8 +1285,80 @@ class SglangMessage(Event):
     )
 
 
+def to_id(text: str) -> str:
+    """A request id as printed, its repr quotes removed ('a1b2' -> a1b2)."""
+    t = text.strip()
+    return t[1:-1] if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"" else t
+
+
+# --- named SGLang messages: catalogue templates with a kind of their own (sglog/read/named.py) ----
+# Each class is what a set of templates says, in every release's wording; it keeps the catalogue
+# fields of `sglang_message` (template, source, versions ...) and adds typed ones.  A traceback
+# whose exception message is one of them carries `named_kind` and `named_fields` instead.
+
+
+class RequestTooLong(SglangMessage):
+    kind = "request_too_long"
+    SOURCE = "catalogue"
+    FIELDS = {
+        **SglangMessage.FIELDS,
+        **_k(input_tokens=to_int, limit=to_int, limit_kind=to_str, action=to_str, new_tokens=to_int, total_tokens=to_int, unexpanded_tokens=to_int, rid=to_id, multimodal=to_bool),
+    }
+    DOC = (
+        "A request longer than a limit: `input_tokens` (and `new_tokens`, `total_tokens` when the message "
+        "counts max_new_tokens), `limit`, `limit_kind` (context_len: the model's context length; "
+        "allowed_maximum: the scheduler's max_req_input_len, the smaller of the context and the KV pool; "
+        "max_total_tokens: the KV pool), `action` (rejected, truncated, new_tokens_truncated), `multimodal`."
+    )
+
+
+class NanLogits(SglangMessage):
+    kind = "nan_logits"
+    SOURCE = "catalogue"
+    FIELDS = {**SglangMessage.FIELDS, **_k(where=to_str, sanitized=to_bool, origin_library=to_str)}
+    DOC = "NaN in the logits or the sampling probabilities (`Detected errors during sampling! NaN in the logits.`): `where`, `sanitized` (replaced before sampling, 0.5.14+)."
+
+
+class PdBootstrapFailed(SglangMessage):
+    kind = "pd_bootstrap_failed"
+    SOURCE = "catalogue"
+    FIELDS = {
+        **SglangMessage.FIELDS,
+        **_k(
+            stage=to_str, side=to_str, backend=to_str, status=guess, error=to_str, bootstrap_addr=to_str, engine_rank=to_int,
+            dp_group=to_int, transfer_rank=to_int, rid=to_id, bootstrap_room=to_int, retries=to_int,
+        ),
+    }
+    DOC = (
+        "PD disaggregation could not set up or hand over a request: `stage` (connect, register, fetch_info, "
+        "handshake, timeout, engine_init, memory_registration, config), `side` (prefill, decode), `backend`, "
+        "and what the message names (`bootstrap_addr`, `status`, `error`, `rid`, `bootstrap_room`, `transfer_rank`)."
+    )
+
+
+class HybridPoolFull(SglangMessage):
+    kind = "hybrid_pool_full"
+    SOURCE = "catalogue"
+    FIELDS = {
+        **SglangMessage.FIELDS,
+        **_k(
+            pool=to_str, stage=to_str, pool_tokens=to_int, sliding_window=to_int, page_size=to_int, pool_gb=to_float, available_gb=to_float,
+            rid=to_id, full_required=to_int, swa_required=to_int, capped_requests=to_int, pool_slots=to_int, slots_per_request=to_int, needed_slots=to_int,
+        ),
+    }
+    DOC = (
+        "A hybrid model's second pool (`pool`: swa, mamba) is too small: `stage` startup (cannot hold one request), "
+        "capped (it caps max_running_requests to `capped_requests`), request (one request exceeds it); its size "
+        "(`pool_tokens`, `pool_slots`, `pool_gb`) and what was needed."
+    )
+
+
+NAMED_KINDS = tuple(k for k, c in KIND_CLASSES.items() if c.SOURCE == "catalogue" and k != "sglang_message")
+"""Kinds the catalogue names (sglog/read/named.py), not a grammar rule."""
+
+
 BLOCK_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error")
-SPECIAL_KINDS = ("blank", "unparsed", "sglang_message")
+SPECIAL_KINDS = ("blank", "unparsed", "sglang_message") + NAMED_KINDS
 HOT_KINDS = ("decode_batch", "prefill_batch", "http_access")
 
 

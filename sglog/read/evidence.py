@@ -80,7 +80,7 @@ def event_evidence(e) -> str | None:
     kind = e.kind
     if kind in _sglang_only_kinds():
         return "launch" if kind == "launch_command" else "event"
-    if kind == "sglang_message":
+    if e.SOURCE == "catalogue":  # (sglang_message and the kinds sglog/read/named.py gives templates)
         f = e.fields
         if not f.get("shared") and f.get("origin") not in ("raise", "str"):
             return "catalogue"

@@ -255,6 +255,8 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields["message"] = text
         if kind == "ucx_log":
             fields["source"] = str(head).split("]")[-1].split()[0]
+        elif kind == "glog":
+            fields["source"] = str(head).rstrip("]").split()[-1]  # (the writing file:line, as ucx_log's)
         return fields
     if kind == "python_warning" and tree.children[0].type == "PYWARN_FRAGMENT":
         # an excerpt that starts after the header: the message's last lines, then the source echo

@@ -33,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from sglog.read import blocks, fastpath, grammar, messages
+from sglog.read import named as named_messages
 from sglog.events import BLOCK_KINDS, KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
@@ -128,10 +129,8 @@ def source_of(kind: str) -> str:
     """Which of ``SOURCES`` an event kind's lines count under (the event class's ``SOURCE``)."""
     if kind in ("blank", "unparsed"):
         return kind
-    if kind == "sglang_message":
-        return "catalogue"
     source = getattr(KIND_CLASSES.get(kind), "SOURCE", "sglang")
-    return {"sglang": "grammar", "block": "blocks"}.get(source, "third_party")
+    return {"sglang": "grammar", "block": "blocks", "catalogue": "catalogue"}.get(source, "third_party")
 
 
 _MASKS = (
@@ -288,11 +287,11 @@ class RecordParser:
         lines = [first] + rec.lines[1:]
         if rec.mode == "traceback":
             kind, fields = blocks.read_traceback(lines, self.raised)
-            return make(kind, fields=_with_ray(blocks.enrich(kind, fields, lines, rank), ray), **common)
+            return make(kind, fields=_with_ray(named_messages.name_block(blocks.enrich(kind, fields, lines, rank)), ray), **common)
         if rec.mode == "fatal":
             return make("fatal_error", fields=blocks.enrich("fatal_error", blocks.read_fatal(lines), lines, rank), **common)
         if rec.mode == "cpp":
-            return make("cpp_exception", fields=blocks.enrich("cpp_exception", blocks.read_cpp(lines), lines, rank), **common)
+            return make("cpp_exception", fields=named_messages.name_block(blocks.enrich("cpp_exception", blocks.read_cpp(lines), lines, rank)), **common)
         message = "\n".join(lines)
         res = self.message(message)
         if res is None and len(lines) > 1:
@@ -300,7 +299,8 @@ class RecordParser:
         if res is None:
             named = self.catalogued(first)
             if named is not None:
-                return make("sglang_message", fields=_with_ray(named, ray), **common)
+                kind = named_messages.kind_of(named["template"], named["source"]) or "sglang_message"
+                return make(kind, fields=_with_ray(named, ray), **common)
             fields = {"message": message[:2000], **messages.strip_prefix(first)[1]}  # (a logger prefix's parts: log_level, log_source ...)
             return make("unparsed", fields=_with_ray(fields, ray), **common)
         kind, fields = res
@@ -349,6 +349,9 @@ class RecordParser:
                 out["shared"] = m.shared
             for name, value in m.fields.items():
                 out[name if name not in out else f"arg_{name}"] = value
+            named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
+            if named is not None:
+                out.update(named[1])
             out.update(prefix)
         if len(self.catalogue_memo) < _MEMO_MAX:
             self.catalogue_memo[message] = out
