@@ -26,6 +26,11 @@ from sglog.rules.memory import (
     WeightsExceedGpuMemory,
 )
 from sglog.rules.platform import IllegalMemoryAccess, KvTransferFailed, MissingDependency, NcclTimeout, UnsupportedGpuArch
+from sglog.rules.capacity.hybrid_pool_full import HybridPoolFull
+from sglog.rules.capacity.kv_pool_smaller_than_request import KvPoolSmallerThanRequest
+from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
+from sglog.rules.numerics.nan_logits import NanLogits
+from sglog.rules.requests.request_too_long import RequestTooLong
 from sglog.rules.scheduling import CudaGraphsNeverCaptured, DecodeBatchExceedsCudaGraph, KvCapacityBound, KvRetraction, SchedulerTooConservative
 from sglog.rules.speculative import DraftModelFullTp, DraftTreeTooLarge, LowSpecAcceptance, SpeculationUnprofitable
 
@@ -42,12 +47,15 @@ RULES: tuple[Rule, ...] = (
     TpMemoryImbalance(),
     WeightsExceedGpuMemory(),
     StartupOom(),
+    KvPoolSmallerThanRequest(),
+    HybridPoolFull(),
     # scheduling
     KvRetraction(),
     SchedulerTooConservative(),
     KvCapacityBound(),
     DecodeBatchExceedsCudaGraph(),
     CudaGraphsNeverCaptured(),
+    RequestTooLong(),
     # speculative decoding
     LowSpecAcceptance(),
     DraftTreeTooLarge(),
@@ -59,6 +67,8 @@ RULES: tuple[Rule, ...] = (
     NcclTimeout(),
     IllegalMemoryAccess(),
     KvTransferFailed(),
+    NanLogits(),
+    PdBootstrapFailed(),
     # lifecycle
     Crash(),
     ServerNeverReady(),

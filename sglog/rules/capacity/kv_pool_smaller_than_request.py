@@ -1,0 +1,111 @@
+"""SGL112 kv-pool-smaller-than-request: the KV pool cannot hold one request of the full context length."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from sglog.findings import Fix
+from sglog.rules.base import Option, Rule, event_evidence
+from sglog.rules.capacity.fit import pool_fit
+from sglog.rules.memory import _budget_evidence
+from sglog.rules.said import said
+
+
+class KvPoolSmallerThanRequest(Rule):
+    """The KV pool is smaller than one request of the full context length (or empty).
+
+    ## What it finds
+    A ready summary (`max_total_num_tokens=P, ..., context_len=C`, and the
+    0.1.x wordings `Rank 0: max_total_num_token=P, ..., context_len=C`) whose
+    pool `P` (the minimum over ranks) is below `C`: an error when `P <= 0`
+    (a starved pool: the profiler found no memory for it; 0.1.x printed it
+    and went on), a warning when requests were refused for it
+    (request-too-long with the KV pool binding), an info otherwise.
+
+    ## Why it matters
+    The server advertises `C` tokens of context but can never hold a request
+    that long: such prompts are refused (or cut) with "exceeds the maximum
+    allowed length", and long requests queue behind each other.  With `P <= 0`
+    nothing can be served at all: the first request fails (0.1.x: `'NoneType'
+    object has no attribute ...` when the pool hands out no slots).
+
+    ## Evidence
+    The ready summary, the weight-load and KV lines (`T`, `A_w`,
+    bytes/token), and the refused requests if any.
+
+    ## Suggested fix
+    The fraction that holds `C` tokens: `mfs = mfs_now + (C - P) x bytes/token
+    / T` (a starved pool: `(T - A_w + C x bytes/token) / T`, or
+    `min_kv_gb_if_unknown` when the log has no KV line), rounded up to 0.01,
+    when it leaves `min(headroom_gb, headroom_share x T)` free (and, with a
+    ready summary, no more than the free memory `F` minus that headroom);
+    otherwise cap `--context-length` to what the pool holds (`P` rounded down
+    to 1024), or shrink the KV cache (`--kv-cache-dtype fp8_e4m3`) / add GPUs.
+
+    ## Fix safety
+    A higher fraction leaves less memory for activations and CUDA graphs:
+    check `available_gpu_mem` (5-8 GB) in the next run.  A shorter
+    `--context-length` refuses longer prompts up front.
+
+    ## Example
+    `max_total_num_tokens=1378, ..., context_len=4096` on a 24 GB card with
+    `mem_fraction_static=0.80`: 2,718 more tokens at 160 KB -> `--mem-fraction-static
+    0.82`, or `--context-length 1024`.
+    """
+
+    code = "SGL112"
+    name = "kv-pool-smaller-than-request"
+    severity = "error"
+    options = {
+        "headroom_gb": Option(5.0, "activation memory that must stay outside the static pool (as kv-pool-starved-by-weights)"),
+        "headroom_share": Option(0.10, "the same as a share of T (whichever is smaller applies: small cards)"),
+        "min_kv_gb_if_unknown": Option(2.0, "KV pool to aim for when the log has no KV line (a starved pool)"),
+    }
+
+    def _check(self, run, o) -> Iterator:
+        summaries = [e for e in run.events_of("memory_summary") if isinstance(e.get("max_total_num_tokens"), int)]
+        if not summaries:
+            return
+        pool_ev = min(summaries, key=lambda e: e.get("max_total_num_tokens"))
+        pool = pool_ev.get("max_total_num_tokens")
+        ctx = pool_ev.get("context_len") if isinstance(pool_ev.get("context_len"), int) else run.memory.context_len
+        if not ctx or pool >= ctx:
+            return
+        refused = [s for s in said(run, "request_too_long") if s.get("action") == "rejected" and (s.get("limit_kind") == "max_total_tokens" or (isinstance(s.get("limit"), int) and s.get("limit") < ctx - 8))]
+        starved = pool <= 0
+        fit = pool_fit(run, ctx, o["headroom_gb"], o["headroom_share"], o["min_kv_gb_if_unknown"])
+        where = f" on {pool_ev.rank.label}" if pool_ev.rank is not None and len(summaries) > 1 else ""
+        if starved:
+            msg = f"The KV pool is empty{where}: the profiled max_total_num_tokens is {pool:,}, so no request of any length fits (context_len {ctx:,})."
+        else:
+            msg = f"The KV pool{where} holds {pool:,} tokens, less than one request of the full context length ({ctx:,} tokens): longer prompts are refused."
+        if refused:
+            msg = msg[:-1] + f"; {len({s.get('input_tokens') for s in refused})} refused for it."
+        if fit.fits:
+            extra = f"{fit.mfs_needed:.2f} = {fit.basis}"
+            fix = Fix(
+                summary=f"Raise --mem-fraction-static to {extra} to hold {ctx:,} tokens; at most {fit.mfs_upper:.2f} keeps {fit.headroom_gb:.1f} GB free for activations.",
+                args={"--mem-fraction-static": f"{fit.mfs_needed:.2f}"},
+                safety=f"At {fit.mfs_needed:.2f} less memory stays free for activations and CUDA graphs; check available_gpu_mem (5-8 GB) in the next run.",
+            )
+        else:
+            if fit.mfs_needed is not None and fit.mfs_upper is not None:
+                why = f"no fraction fits: {ctx:,} tokens need {fit.mfs_needed:.2f} of the card, at most {fit.mfs_upper:.2f} leaves {fit.headroom_gb:.1f} GB for activations"
+            else:
+                why = f"the log lacks {' and '.join(fit.missing) or 'the memory lines'} to compute a fraction"
+            cap = fit.context_cap
+            if cap and not starved:
+                fix = Fix(
+                    summary=f"{why[:1].upper()}{why[1:]}: --context-length {cap} makes the limit the pool's ({pool:,} tokens, rounded down to 1024); more capacity needs --kv-cache-dtype fp8_e4m3, more GPUs (--tp) or a quantized checkpoint.",
+                    args={"--context-length": str(cap)},
+                    safety=f"--context-length {cap} refuses prompts longer than {cap:,} tokens up front; an fp8 KV cache can cost accuracy.",
+                )
+            else:
+                fix = Fix(
+                    summary=f"{why[:1].upper()}{why[1:]}: raise --mem-fraction-static until the pool is positive, or use more GPUs (--tp), a quantized checkpoint or --kv-cache-dtype fp8_e4m3.",
+                    args={},
+                    safety="A higher fraction leaves less memory for activations; an fp8 KV cache can cost accuracy.",
+                )
+        ev = [event_evidence(pool_ev)] + [x for x in _budget_evidence(run) if x.line != pool_ev.line] + [event_evidence(s.event) for s in refused[:1]]
+        severity = None if starved else ("warning" if refused else "info")
+        yield self.finding(run, msg, ev, fix, severity=severity, pool_tokens=pool, context_len=ctx, mfs_needed=fit.mfs_needed, mfs_upper=fit.mfs_upper, refused=len(refused))

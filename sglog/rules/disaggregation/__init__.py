@@ -1,0 +1,1 @@
+"""Disaggregation rules: prefill-decode (PD) deployments and their KV transfer."""

@@ -1,0 +1,1 @@
+"""Numerics rules: non-finite values in the model's outputs."""

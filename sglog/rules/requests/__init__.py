@@ -1,0 +1,1 @@
+"""Request rules: what happened to requests the server could not take as sent."""
