@@ -84,7 +84,8 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     # -- graph capture (CUDA, piecewise, NPU/CPU graph runners, draft graphs)
     ("sglang.*", "init_cuda_graphs|init_device_graphs|init_piecewise_cuda_graphs|init_cuda_graph_state|init_forward_metadata_capture_cuda_graph"
      "|graph_capture|capture_one_batch_size", "cuda_graph_capture"),
-    ("sglang.*graph_runner*", "replay*|can_run", None),  # serving, not capture: the forward rows below tell which
+    ("sglang.*piecewise*graph_runner*", "replay*", "prefill"),  # serving, not capture (piecewise graphs run prefills)
+    ("sglang.*graph_runner*", "replay*|can_run", "decode"),
     ("sglang.*graph_runner*", "*", "cuda_graph_capture"),
     ("torch.cuda.graphs", "capture_begin|capture_end|__enter__|__exit__", "cuda_graph_capture"),
     # -- warm-up (server warm-up requests, kernel autotuning, DeepGEMM's JIT)
@@ -99,8 +100,6 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     ("sglang.*", "forward_decode|process_batch_result_decode|update_running_batch|prepare_for_decode|forward_decode_batch"
      "|forward_draft_decode|draft_forward|forward_target_verify", "decode"),
     ("sglang.srt.speculative.*", "draft|verify|_draft_preprocess_decode", "decode"),
-    ("sglang.*piecewise*graph_runner*", "replay*", "prefill"),
-    ("sglang.*graph_runner*", "replay*", "decode"),
     ("sglang.srt.layers.attention.*decode_attention*", "*", "decode"),  # the decode / extend attention kernels
     ("sglang.srt.layers.attention.*extend_attention*", "*", "prefill"),
     ("sglang.srt.layers.attention.*prefill_attention*", "*", "prefill"),

@@ -19,6 +19,11 @@ as a ``fragment``).  One combined regex (``_FRAGMENT``) names the line a block
 may start with; a line before an exception line (or before a warning's echo)
 joins the block only when no grammar rule reads it.
 
+A log pasted from a web page is wrapped at the page's width, mid-word: a line is joined with the
+next line that starts no record when the two together are a message that a grammar rule (with
+no free-text tail) or a catalogue template reads whole and neither piece alone is
+(``rewrapped``); a known message cut in two, never a guess.
+
 Lines are cleaned for parsing (CR/LF, ANSI colour codes, tqdm ``\\r`` updates,
 a progress bar or a row of waiting dots glued to the front of a log line, an
 envelope indented by a copy-paste) but the raw text is kept.  Every physical
@@ -31,6 +36,7 @@ block, since fast-path lines are always whole records of their own.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -104,6 +110,7 @@ _EXCEPTION = None
 _FRAGMENT = None
 _NATIVE_INNER = None
 _TB_FRAME = None
+_EXCEPTION_ANY = None
 
 
 def _anon(pattern: str) -> str:
@@ -112,7 +119,7 @@ def _anon(pattern: str) -> str:
 
 
 def _init():
-    global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION, _FRAGMENT, _NATIVE_INNER, _TB_FRAME
+    global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION, _FRAGMENT, _NATIVE_INNER, _TB_FRAME, _EXCEPTION_ANY
     if _START is not None:
         return
     env = grammar.envelope_regex()
@@ -121,6 +128,7 @@ def _init():
     _PREFACE_LINE = grammar.compiled("TB_PREFACE_LINE")
     _EXCEPTION = grammar.compiled("TB_EXCEPTION")
     _TB_FRAME = grammar.compiled("TB_FRAME")
+    _EXCEPTION_ANY = grammar.compiled("TB_EXCEPTION_ANY")
     tp = grammar.terminal_pattern
     # the lines a block (or a pasted piece of one) starts with, one named group per block mode
     # (tried on a line that opens a record and has no SGLang envelope)
@@ -240,6 +248,13 @@ class Folder:
             self._cur.end_line = lineno
             self._after_append(text)
             return
+        if cur is not None and not self._blanks and len(cur.lines) == 1 and cur.mode in ("line", "sglang") and not is_start(text):
+            joiner = rewrapped(_message_of(cur.lines[0]), text)
+            if joiner is not None:
+                cur.lines[0] += joiner + text  # a line a web page wrapped: one line again for the parser
+                cur.raw.append(raw)
+                cur.end_line = lineno
+                return
         self._close()
         self._open(lineno, text, raw)
 
@@ -326,8 +341,11 @@ class Folder:
         elif cur.mode == "traceback" and not text[:1].isspace():
             if text.startswith("Traceback (most recent call last):"):
                 self._seen_exception = False
-            else:
-                self._seen_exception = _EXCEPTION.match(text) is not None or self._seen_exception
+            elif not self._seen_exception:
+                # the exception line; one whose type TB_EXCEPTION's suffixes miss counts where frames end
+                self._seen_exception = _EXCEPTION.match(text) is not None or (
+                    _EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.lines)
+                )
 
     def _continues(self, text: str) -> bool:
         mode = self._cur.mode
@@ -408,6 +426,71 @@ class Folder:
 
 
 _FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "warning", "frame": "traceback", "exception": "traceback"}
+
+
+# ---------------------------------------------------------------- lines a web page wrapped
+#
+# A log pasted from a web page comes wrapped at the page's width, wherever that fell: mid-word,
+# mid-number.  Such a line is joined with the next one (a line that starts no record) when, and
+# only when, the two together are a message that a grammar rule or a catalogue template reads
+# whole, and neither piece alone is: a known message cut in two, never a guess.
+
+
+def _message_of(text: str) -> str:
+    """A record's first line without SGLang's envelope."""
+    m = _SGL_PREFIX.match(text)
+    return text[m.end():] if m else text
+
+
+def rewrapped(first: str, text: str) -> str | None:
+    """The joiner ('' or ' ') that makes ``first + joiner + text`` one recognised message when it
+    is a message cut in two (neither piece is recognised alone), else None."""
+    if _reading(text) or _reading(first) == WHOLE:
+        return None
+    for joiner in ("", " "):
+        if _reading(first + joiner + text) == WHOLE:
+            return joiner
+    if _catalogued(first) or _catalogued(text):
+        return None
+    for joiner in ("", " "):
+        if _catalogued(first + joiner + text):
+            return joiner
+    return None
+
+
+WHOLE = 2  # a rule reads it all (no free-text tail)
+HEAD = 1  # a rule reads its head, the rest is free text (`TORCH_HEAD TEXT`: a foreign logger's line)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reading(text: str) -> int:
+    """How the grammar reads a message: ``WHOLE``, ``HEAD`` (its tree holds the catch-all
+    ``TEXT`` terminal) or 0 (no rule reads it; a foreign logger's prefix is tried off too)."""
+    from lark import Tree
+    from lark.exceptions import LarkError
+
+    from sglog.read import messages
+
+    if not text.strip():
+        return 0
+    tree = None
+    for candidate in (text, messages.strip_prefix(text)[0]):
+        try:
+            tree = grammar.parser().parse(candidate)
+            break
+        except (LarkError, RecursionError):
+            continue
+    if not isinstance(tree, Tree):
+        return 0
+    generic = any(True for _ in tree.scan_values(lambda v: getattr(v, "type", None) == "TEXT"))
+    return HEAD if generic else WHOLE
+
+
+@functools.lru_cache(maxsize=4096)
+def _catalogued(text: str) -> bool:
+    from sglog.read import catalog, messages
+
+    return catalog.load().match(messages.strip_prefix(text)[0]) is not None
 
 
 def _standalone(text: str) -> bool:
