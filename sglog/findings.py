@@ -40,6 +40,30 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """A flag of this finding's fix that another finding's fix decides instead, and why.
+
+    The pipeline (:func:`sglog.diagnose.reconcile`) sets it: the finding stands, its value
+    for ``flag`` is not the one to use.
+    """
+
+    flag: str
+    value: str | None  # this finding's value (None: remove the flag)
+    by: str  # the winning finding's rule name
+    by_value: str | None  # the value that holds
+    reason: str  # why the other value holds: "it is set together with --cuda-graph-max-bs 8, ..."
+    opposite: bool = False  # the two fixes turn the flag opposite ways (raise/lower, set/remove)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flag": self.flag, "value": self.value, "by": self.by, "by_value": self.by_value, "opposite": self.opposite, "reason": self.reason}
+
+    def text(self) -> str:
+        """One line: ``--flag 0.85 superseded by rule's 0.89 (opposite ways): reason``."""
+        show = lambda v: "removal" if v is None else v  # noqa: E731
+        return f"{self.flag} {'removal' if self.value is None else self.value} superseded by {self.by}'s {show(self.by_value)}{' (the two turn it opposite ways)' if self.opposite else ''}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str  # permanent, e.g. "SGL101"
     name: str  # kebab-case rule name, e.g. "draft-model-exceeds-static-pool"
@@ -49,6 +73,7 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fix: Fix | None = None
     details: dict[str, Any] = field(default_factory=dict)  # computed numbers (for diff/report)
+    superseded: tuple[Superseded, ...] = ()  # flags of the fix another finding decides (sglog.diagnose.reconcile)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,4 +84,5 @@ class Finding:
             "run": self.run,
             "evidence": [e.to_dict() for e in self.evidence],
             "fix": self.fix.to_dict() if self.fix else None,
+            "superseded": [x.to_dict() for x in self.superseded],
         }

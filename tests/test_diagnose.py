@@ -184,19 +184,13 @@ def test_document_shape():
     runs = sglog.load(STORY / "eagle3-oom-auto.log")
     doc = document(runs, diagnose_runs(runs), looks_like_sglang(runs)[1])
     assert list(doc) == ["schema_version", "runs", "findings", "coverage"]
+    for r in doc["runs"]:  # (the merged flag change: tests/test_actionable.py)
+        assert list(r)[-4:] == ["suggested_args", "suggested_args_sources", "suggested_command", "suggested_command_base"]
     for f in doc["findings"]:
-        assert list(f) == ["code", "name", "severity", "message", "run", "evidence", "fix"]
+        assert list(f) == ["code", "name", "severity", "message", "run", "evidence", "fix", "superseded"]
         for e in f["evidence"]:
             assert list(e) == ["file", "line", "text"]
         assert f["fix"] is None or list(f["fix"]) == ["summary", "args", "safety"]
-
-
-def test_patch_command():
-    from sglog.render.diagnose import patch_command
-
-    cmd = "python3 -m sglang.launch_server --model-path m --tp 8 --mem-fraction-static=0.76 --disable-cuda-graph --cuda-graph-max-bs 512"
-    out = patch_command(cmd, {"--mem-fraction-static": "0.88", "--disable-cuda-graph": None, "--cuda-graph-max-bs": "128", "--enable-foo": "true"})
-    assert out == "python3 -m sglang.launch_server --model-path m --tp 8 --mem-fraction-static 0.88 --cuda-graph-max-bs 128 --enable-foo"
 
 
 # ------------------------------------------------------------------ the command line

@@ -21,7 +21,8 @@ def _first_location(f) -> tuple[str | None, int | None]:
 
 
 def _text(f) -> str:
-    return f.message + (f" Fix: {f.fix.summary}" if f.fix is not None and f.fix.summary else "")
+    """The message, the fix and, for each flag another finding's fix decides, that it is superseded."""
+    return f.message + (f" Fix: {f.fix.summary}" if f.fix is not None and f.fix.summary else "") + "".join(f" Superseded: {x.text()}." for x in f.superseded)
 
 
 def sarif(findings, rules) -> str:

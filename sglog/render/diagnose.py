@@ -2,14 +2,14 @@
 
 Per run: a header (model, version, parallelism, speculative settings, how it
 ended), the findings by severity with evidence excerpts and line numbers and
-the fix, then the launch-command change, copy-pasteable.
+the fix (and, where another finding's fix decides one of its flags, which and why), then the
+merged flag change and the relaunch command, copy-pasteable.
 """
 
 from __future__ import annotations
 
 import io
 import re
-import shlex
 from typing import Any
 
 from rich.console import Console, Group
@@ -98,65 +98,54 @@ def excerpt(text: str | None, note: str | None, width: int = EVIDENCE_WIDTH, nee
     return clip(t, width)
 
 
-def patch_command(command: str, args: dict[str, str | None]) -> str:
-    """Apply an args patch to a launch command (replace, add, remove flags)."""
+def _value(v: Any) -> str:
+    """A flag's value as the change shows it."""
+    if v is None:
+        return "(unset)"
+    if v is True:
+        return "(set)"
+    if isinstance(v, (list, tuple)):
+        return " ".join(map(str, v))
+    return str(v)
+
+
+BASE_WORDS = {
+    "launch_line": "the log's launch command",
+    "server_args": "python -m sglang.launch_server and the flags the server args show were set (the log has no launch command)",
+    "assumed": "python -m sglang.launch_server only (assumed: the log shows neither the launch command nor the server args; add the model path and the original flags)",
+}
+
+
+def suggested_change(run, findings: list[Finding]) -> tuple[Text | None, list]:
+    """The run's merged flag change: the relaunch command on one copy-pasteable line (None when it
+    cannot be built), then what it is built on and one line per flag (``was -> now``, the fix that
+    decides it and the ones it overrides); nothing when no fix changes a flag."""
+    from sglog.diagnose import decide, relaunch
     from sglog.read import args as sargs
+    from sglog.repro.plan import quote
 
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    fields = {sargs.field_of(f): f for f in args}
-    out: list[str] = []
-    done: set[str] = set()
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if w.startswith("--"):
-            name = w.split("=", 1)[0]
-            field = sargs.field_of(name)
-            j = i + 1
-            if "=" not in w:
-                while j < len(words) and not words[j].startswith("--"):
-                    j += 1
-            if field in fields:
-                flag = fields[field]
-                value = args[flag]
-                done.add(flag)
-                if value is not None:
-                    out.append(flag)
-                    if value != "true":
-                        out.append(value)
-                i = j
-                continue
-            out.extend(words[i:j])
-            i = j
-            continue
-        out.append(w)
-        i += 1
-    for flag, value in args.items():
-        if flag in done or value is None:
-            continue
-        out.append(flag)
-        if value != "true":
-            out.append(value)
-    return shlex.join(out)
-
-
-def command_change(run, args: dict[str, str | None]) -> list[str]:
-    """Copy-pasteable lines: the whole patched command if the log has it, else the flags."""
-    if not args:
-        return []
-    if run.launch_command:
-        return [patch_command(run.launch_command, args)]
-    add = [f"{k} {shlex.quote(v)}" if v != "true" else k for k, v in args.items() if v is not None]
-    rm = [k for k, v in args.items() if v is None]
-    lines = []
-    if add:
-        lines.append(" ".join(add))
-    if rm:
-        lines.append("remove: " + " ".join(rm))
-    return lines
+    decisions = decide(findings, run.index)
+    if not decisions:
+        return None, []
+    out: list = []
+    plan = relaunch(run, findings)
+    command = Text("    " + " ".join(quote(w) for w in plan.argv)) if plan is not None else None
+    if plan is not None:
+        out.append(Text(f"  built on {BASE_WORDS.get(plan.base, plan.base)}; every fix merged, one value per flag:", style="dim"))
+    for flag, d in decisions.items():
+        field = sargs.field_of(flag)
+        now = "(removed)" if d.value is None else d.value
+        if field not in (run.args or {}):
+            t = Text(f"{flag} {now}")
+        elif _value(run.args.get(field)) == now or (run.args.get(field) is True and now == "true"):
+            t = Text(f"{flag} {now} (already so)")
+        else:
+            t = Text(f"{flag} {_value(run.args.get(field))} -> {now}")
+        t.append(f"  {d.won.name}", style="dim")
+        if d.overridden:
+            t.append(" over " + ", ".join(f"{f.name}'s {'removal' if v is None else v}" for f, v in d.overridden), style="dim")
+        out.append(_indented(t))
+    return command, out
 
 
 # ------------------------------------------------------------------ rendering
@@ -236,12 +225,12 @@ def _finding(f: Finding, files: set[str], width: int) -> list:
             s = Text("safety: ", style="dim")
             s.append(f.fix.safety, style="dim")
             out.append(_indented(s))
+    for x in f.superseded:
+        out.append(_indented(Text(x.text(), style="yellow")))
     return out
 
 
 def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None = None, *, color: bool = False, width: int = 120) -> str:
-    from sglog.diagnose import merged_args
-
     con, buf = _console(color, width)
     for k, run in enumerate(runs):
         if k:
@@ -266,11 +255,12 @@ def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None =
         for f in sorted(mine, key=lambda f: -SEVERITY_RANK[f.severity]):
             con.print(Group(*_finding(f, files, width)))
             con.print()
-        change = command_change(run, merged_args(mine, run.index))
+        command, change = suggested_change(run, mine)
         if change:
             con.print(Text("  Suggested launch command change:", style="bold"))
-            for line in change:
-                con.print(Text("    " + line), soft_wrap=True, crop=False, overflow="ignore")
+            if command is not None:  # (one line, never wrapped: it is pasted)
+                con.print(command, soft_wrap=True, crop=False, overflow="ignore")
+            con.print(Group(*change))
     return _clean(buf.getvalue())
 
 

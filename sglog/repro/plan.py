@@ -103,6 +103,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     nnodes: int = 1  # nodes of the launch (--nnodes); this plan's command is node ``node_rank``'s
     node_rank: int = 0
+    base: str = "launch_line"  # what the command is built on: launch_line | server_args | assumed (neither: the fixes' flags only)
 
     @property
     def args(self) -> list[str]:
@@ -160,6 +161,7 @@ class Plan:
             "nnodes": self.nnodes,
             "node_rank": self.node_rank,
             "node_argvs": self.node_argvs,
+            "base": self.base,
         }
 
 
@@ -410,11 +412,25 @@ def _coerce(value: Any, is_bool: bool, flag: str) -> Any:
     return value if isinstance(value, str) else _scalar(value)
 
 
-def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tuple[str, str | None]] = (), launcher: tuple[str, ...] | None = None, log: str | None = None) -> Plan:
-    """The relaunch of ``run`` with the fixes of the chosen findings, then ``--set`` on top."""
+def build_plan(
+    run, findings=(), select: Iterable[str] = (), sets: Iterable[tuple[str, str | None]] = (), launcher: tuple[str, ...] | None = None, log: str | None = None, assume: bool = False
+) -> Plan:
+    """The relaunch of ``run`` with the fixes of the chosen findings, then ``--set`` on top.
+
+    Which fix holds a flag two fixes set is the pipeline's decision (``sglog.diagnose.decide``).
+    A run with neither a launch command nor a server-args dump has no launch to rebuild: a
+    UsageError, or with ``assume`` the default launcher with only the fixes' flags
+    (``base`` ``"assumed"``).
+    """
+    from sglog.diagnose import decide
+
     base, notes = pinned(run)
+    kind = "launch_line" if run.launch_command else "server_args"
     if not base:
-        raise UsageError(f"run {run.index} ({run.name}) has neither a server_args dump nor a launch command; cannot rebuild its launch")
+        if not assume:
+            raise UsageError(f"run {run.index} ({run.name}) has neither a server_args dump nor a launch command; cannot rebuild its launch")
+        kind = "assumed"
+        notes.append("the log shows neither the launch command nor the server arguments: the command holds only the suggested flags; add the model path and the original flags")
     if launcher is None:
         launcher, lnotes = choose_launcher(run.launch_command)
         notes = lnotes + notes
@@ -427,9 +443,11 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
     changes: list[Change] = []
     decided: dict[str, int] = {}  # flag -> index in changes of the change that holds
 
-    def apply(flag_name: str, value: Any, reason: str, source: str, strong: bool) -> None:
+    def apply(flag_name: str, value: Any, reason: str, source: str, strong: bool, holds: bool = True) -> None:
         flag, field = normalize_flag(flag_name)
-        after = _coerce(value, _bool_field(field, dump, final), flag)
+        # (a fix's "true" is a switch without a value (sglog.rules.base), unless the dump shows the field takes one)
+        switch = not strong and value == "true" and (field not in dump or isinstance(dump[field], bool))
+        after = _coerce(value, switch or _bool_field(field, dump, final), flag)
         before = dump.get(field) if field in dump else base_d.get(flag)
         origin = (run.arg_origins or {}).get(field) if field in dump else ("explicit" if flag in base_d else None)
         cur = final.get(flag)
@@ -442,6 +460,9 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         else:
             kind = "set"
         ch = Change(flag, field, before, origin, after, reason, source, kind=kind)
+        if not holds:  # another finding's fix decides this flag
+            changes.append(_replace(ch, applied=False))
+            return
         if flag in decided:
             prev = changes[decided[flag]]
             if not strong:  # an earlier finding already decided this flag
@@ -457,9 +478,11 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
                 order.append(flag)
             final[flag] = after
 
-    for f in chosen:
+    decisions = decide(chosen)
+    for f in chosen:  # (each fix's flags, in the findings' order; the one decide() picked holds, the others are listed as not applied)
         for flag, value in f.fix.args.items():
-            apply(flag, value, f.fix.summary, f"{f.code} {f.name}", strong=False)
+            d = decisions.get(sargs.flag_of(sargs.field_of(flag)))
+            apply(flag, value, f.fix.summary, f"{f.code} {f.name}", strong=False, holds=d is None or d.won is f)
     for flag, value in sets:
         apply(flag, value, "--set", "--set", strong=True)
     if not chosen and not list(sets):
@@ -484,6 +507,7 @@ def build_plan(run, findings=(), select: Iterable[str] = (), sets: Iterable[tupl
         notes=tuple(notes),
         nnodes=nnodes,
         node_rank=node_rank,
+        base=kind,
     )
 
 
