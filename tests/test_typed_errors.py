@@ -97,6 +97,21 @@ def test_phase_table_speaks_the_vocabulary():
     assert frames.frame_phase("torch.nn.modules.module", "forward") is None  # torch's forward says nothing
 
 
+def test_phase_table_names_modules_sglang_has():
+    """Each SGLang module pattern of the table names modules of SGLang's: ones the catalogue's sources
+    list (mined from every release's code) or ones in the frames of the real excerpts."""
+    from sglog.read import catalog
+
+    modules = {"sglang." + s.partition(":")[0].removesuffix(".py").replace("/", ".") for s in catalog.load().sources()}
+    for path in [*REAL.glob("0*.log"), *ERRORS.glob("2*.log")]:
+        for e in errors_in(path).values():
+            modules.update(x.partition(":")[0] for x in e.fields["sglang_chain"])
+    for mod, _funcs, _phase in frames.PHASES:
+        if mod.startswith("sglang"):
+            rx = re.compile(frames._pattern(mod))
+            assert any(rx.fullmatch(m) for m in modules), mod
+
+
 def test_stitch_puts_a_chained_exception_under_the_frames_that_caught_it():
     outer = [{"file": "a.py", "function": "main", "line": 1}, {"file": "b.py", "function": "init", "line": 9}]
     inner = [{"file": "b.py", "function": "init", "line": 7}, {"file": "c.py", "function": "capture", "line": 3}]
