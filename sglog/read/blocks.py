@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sglog.read import frames as pyframes
-from sglog.read import grammar
+from sglog.read import grammar, signatures
 from sglog.events import Rank, to_gb
 
 
@@ -491,6 +491,7 @@ def enrich(kind: str, fields: dict[str, Any], lines: list[str], rank: Rank | Non
         if fields["rank"] is not None:
             coll.setdefault("rank", fields["rank"])
         fields["collective"] = coll
+    fields.update(signatures.classify(kind, fields))
     return fields
 
 

@@ -20,15 +20,6 @@ CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
 DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
 
-# -------------------------------------------------------------- what an error says
-# Texts several crash rules read from an error's *message* (a typed field; the
-# syntax of the lines lives in the grammar).  A table only one rule reads lives
-# in that rule (sglog/rules/ownership.py: each rule claims its crashes).
-NOT_ENOUGH_MEMORY = ("not enough memory. please try to increase --mem-fraction-static", "leave no gpu memory for the kv cache", "not enough gpu memory for hybrid")
-CAPTURE_FAILED = ("capture cuda graph failed", "capture prefill cuda graph failed")
-OOM_PATTERNS = ("out of memory", "outofmemoryerror")
-
-
 def lower_blob(e) -> str:
     """Exception types and messages of an error event, lower-cased (the whole block if it has none)."""
     parts = []
@@ -54,7 +45,7 @@ def frame_files(e) -> list[str]:
 
 
 def is_oom(e) -> bool:
-    return e.kind == "oom" or has_any(lower_blob(e), OOM_PATTERNS)
+    return e.kind in ("oom", "batch_oom") or "out_of_memory" in (e.get("signatures") or ())
 
 
 def in_capture_frames(e) -> bool:
@@ -75,6 +66,7 @@ class Crash:
     text: str  # lower-cased exception text
     truncated: bool  # the traceback's exception line is missing
     fanout: tuple = ()  # what followed from it: SIGQUIT, "child failed", dead ranks, the same error on other ranks
+    signatures: tuple[str, ...] = ()  # failure classes its words name (sglog/read/signatures.py), with the lines just before it
 
 
 def crash(run) -> Crash | None:
@@ -102,7 +94,22 @@ def _crash(run) -> Crash | None:
     phase = crash_phase(run, rc)
     text = context_text(run, rc)
     truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
-    return Crash(rc, phase, text, truncated, fanout_of(run, rc))
+    return Crash(rc, phase, text, truncated, fanout_of(run, rc), crash_signatures(run, rc))
+
+
+CONTEXT_LINES = 5  # lines above an error whose words count as its own (a HIP/HSA abort line, a NCCL WARN)
+
+
+def crash_signatures(run, rc) -> tuple[str, ...]:
+    """The signatures of the root cause and of the error lines just above it (sglog/read/signatures.py)."""
+    from sglog.read import signatures
+
+    found = list(rc.get("signatures") or ())
+    for e in run.events_between(rc.file, rc.line - CONTEXT_LINES, rc.line):
+        if e is rc or e.kind in ("blank", "http_access", "progress", "python_warning"):
+            continue
+        found += e.get("signatures") or signatures.of_text(str(e.get("message") or e.text or ""))
+    return tuple(dict.fromkeys(found))
 
 
 FANOUT_KINDS = ("sigquit", "sigquit_handler", "scheduler_dead", "process_killed")
@@ -130,7 +137,7 @@ def is_spec_auto(run) -> bool:
 
 def not_enough_memory(c: Crash) -> bool:
     """SGLang's own "not enough memory for the KV cache" startup check failed."""
-    return bool(c.event.get("not_enough_memory")) or has_any(c.text, NOT_ENOUGH_MEMORY)
+    return bool(c.event.get("not_enough_memory")) or "kv_memory_insufficient" in c.signatures
 
 
 def oom_crash(c: Crash) -> bool:
@@ -141,7 +148,12 @@ def oom_crash(c: Crash) -> bool:
 def in_capture(run, c: Crash) -> bool:
     """Did the crash happen inside CUDA-graph capture (the phase its rank was in, the message, the frames)?"""
     rc = c.event
-    return (c.phase in CAPTURE_PHASES and _rank_began(run, rc, c.phase)) or bool(rc.get("capture_failed")) or has_any(c.text, CAPTURE_FAILED) or in_capture_frames(rc)
+    return (c.phase in CAPTURE_PHASES and _rank_began(run, rc, c.phase)) or capture_named(c) or in_capture_frames(rc)
+
+
+def capture_named(c: Crash) -> bool:
+    """The error itself says a CUDA-graph capture failed (SGLang's wrapper message)."""
+    return bool(c.event.get("capture_failed")) or "capture_failed" in c.signatures
 
 
 def last_before(run, kind: str, rc):

@@ -575,7 +575,7 @@ class CudaGraphCaptureFailed(CrashRule):
 
     def claim(self, run, c) -> int | None:
         rc = c.event
-        named = bool(rc.get("capture_failed")) or facts.has_any(c.text, facts.CAPTURE_FAILED) or facts.in_capture_frames(rc)
+        named = facts.capture_named(c) or facts.in_capture_frames(rc)
         if not (named and facts.in_capture(run, c)):
             return None
         # a traceback cut before its exception line: the frames still place it in capture
@@ -994,7 +994,7 @@ class TpMemoryImbalance(CrashRule):
     options = {"max_imbalance": Option(0.10, "1 - min/max of per-rank free memory at weight load")}
 
     def claim(self, run, c) -> int | None:
-        return SIGNATURE if facts.has_any(c.text, ("memory capacity is unbalanced",)) else None
+        return SIGNATURE if "memory_imbalance" in c.signatures else None
 
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)

@@ -9,6 +9,7 @@ from typing import Iterator
 import polars as pl
 
 from sglog.findings import Fix
+from sglog.read.signatures import PHRASES
 from sglog.rules import facts
 from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, first_line, nearby_line_evidence, pick_remedy, row_evidence, window_evidence
@@ -64,35 +65,17 @@ class UnsupportedGpuArch(CrashRule):
     name = "unsupported-gpu-arch"
     severity = "error"
     precedence = 50
-    # exception texts that say the architecture lacks a kernel, backend or data type
-    signatures = (
-        "no kernel image is available",
-        "unsupported architecture",
-        "not supported in this architecture",
-        "is only supported on blackwell",
-        "backends are supported on blackwell",
-        "requires gpus with sm",
-        "no supported cuda architectures found",
-        "torchsymmmemcommunicator: device capability",
-        "sm120",
-        "sm_120",
-        "sm_121",
-    )
+    signature = "arch_unsupported"
 
     def claim(self, run, c) -> int | None:
-        if facts.has_any(c.text, self.signatures):
-            return SIGNATURE
-        # older builds index the symm-mem size table by the major version: KeyError: 12 on SM12x
-        if any("torch_symm_mem" in f for f in facts.frame_files(c.event)) and (c.event.get("exc_type") or "").endswith("KeyError"):
-            return SIGNATURE
-        return None
+        return SIGNATURE if self.signature in c.signatures else None
 
     def _check(self, run, o) -> Iterator:
         c = self.owned_crash(run)
         if c is not None:
             rc = c.event
             ev = exception_evidence(rc)
-            arch_line = nearby_line_evidence(run, rc, self.signatures)
+            arch_line = nearby_line_evidence(run, rc, PHRASES[self.signature])
             if arch_line is not None and all(arch_line.line != x.line for x in ev):
                 ev.append(arch_line)
             args, what = pick_remedy(c.text, _ARCH_REMEDIES, ({}, "Use a backend built for this GPU."))
@@ -154,12 +137,9 @@ class MissingDependency(CrashRule):
     name = "missing-dependency"
     severity = "error"
     precedence = 60
-    exception_types = ("ImportError", "ModuleNotFoundError")
 
     def claim(self, run, c) -> int | None:
-        rc = c.event
-        types = [rc.get("exc_type") or ""] + [x.get("type") or "" for x in rc.get("exceptions") or []]
-        return SIGNATURE if any(t.rsplit(".", 1)[-1] in self.exception_types for t in types) else None
+        return SIGNATURE if "missing_module" in (c.event.get("signatures") or ()) else None
 
     def _check(self, run, o) -> Iterator:
         c = self.owned_crash(run)
@@ -215,22 +195,10 @@ class NcclTimeout(CrashRule):
     name = "nccl-timeout"
     severity = "error"
     precedence = 30
-    # exception texts of a failed or timed-out collective
-    signatures = (
-        "nccl error",
-        "ncclinternalerror",
-        "ncclsystemerror",
-        "ncclremoteerror",
-        "nccl communicator",
-        "processgroupnccl",
-        "collective operation timeout",
-        "nccl watchdog",
-        "nccl timeout",
-        "socketpollconnect",
-    )
+    signature = "collective_failure"
 
     def claim(self, run, c) -> int | None:
-        if facts.has_any(c.text, self.signatures):
+        if self.signature in c.signatures or c.event.get("collective"):
             return SIGNATURE
         rc = c.event
         if any(str(e.get("level") or "") in ("WARN", "ERROR") and e.file == rc.file and e.line < rc.line for e in run.events_of("nccl_log")):
@@ -258,7 +226,7 @@ class NcclTimeout(CrashRule):
                 safety=self.fix_safety,
             )
         where = f" on {rc.rank.label}" if rc.rank else ""
-        if facts.has_any(facts.lower_blob(rc), self.signatures) or not warns:
+        if self.signature in (rc.get("signatures") or ()) or rc.get("collective") or not warns:
             what = (rc.get("exc_message") or "").split("\n")[0]
             msg = f"A collective failed{where}: {(rc.get('exc_type') or 'NCCL')}: {what[:160]}".rstrip(": ")
         else:
@@ -306,18 +274,10 @@ class IllegalMemoryAccess(CrashRule):
     name = "illegal-memory-access"
     severity = "error"
     precedence = 40
-    # a GPU kernel faulted (CUDA and HIP/HSA wordings)
-    signatures = (
-        "illegal memory access",
-        "an illegal instruction was encountered",
-        "misaligned address",
-        "hsa_status_error_exception",
-        "memory access fault by gpu",
-        "unspecified launch failure",
-    )
+    signature = "device_fault"
 
     def claim(self, run, c) -> int | None:
-        return SIGNATURE if facts.has_any(c.text, self.signatures) else None
+        return SIGNATURE if self.signature in c.signatures else None
 
     def _check(self, run, o) -> Iterator:
         c = self.owned_crash(run)
@@ -325,10 +285,10 @@ class IllegalMemoryAccess(CrashRule):
             return
         rc = c.event
         ev = exception_evidence(rc)
-        hit = nearby_line_evidence(run, rc, self.signatures)
+        hit = nearby_line_evidence(run, rc, PHRASES[self.signature])
         if hit is not None:
             low = (hit.text or "").lower()
-            at = min((low.find(p) for p in self.signatures if p in low), default=-1)
+            at = min((low.find(p) for p in PHRASES[self.signature] if p in low), default=-1)
             if at > 0:
                 hit = replace(hit, note=(hit.text or "")[at:].split(":", 1)[0])
             ev.insert(0, hit)
@@ -343,7 +303,7 @@ class IllegalMemoryAccess(CrashRule):
         detail = (rc.get("exc_message") or "").split("\n")[0]
         if hit is not None and hit.text:
             low = hit.text.lower()
-            at = min((low.find(p) for p in self.signatures if p in low), default=0)
+            at = min((low.find(p) for p in PHRASES[self.signature] if p in low), default=0)
             detail = hit.text[at:].strip()
         detail = detail[:180]
         msg = f"A GPU kernel faulted during {c.phase or 'the run'}: {detail}"

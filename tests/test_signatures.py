@@ -1,0 +1,69 @@
+"""Error signatures (issue 27 item 1): the reader names the failure class an error's words name; rules read the names.
+
+The lines are real: each comes from a corpus log (fixtures/logs/real, SOURCES.md) or a rule case.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import sglog
+from sglog.read import signatures
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("RuntimeError: NCCL error: remote process exited or there was a network error", ["collective_failure"]),  # 009
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", ["device_fault"]),
+        ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", ["arch_unsupported"]),  # 003
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB.", ["out_of_memory"]),
+        ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.76", ["kv_memory_insufficient"]),
+        ("Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream is capturing", ["capture_failed"]),
+        ("RuntimeError: size_k = 704, is not divisible by b_scales.size(1) = 5", []),  # 002: no class, the generic crash
+    ],
+)
+def test_phrases_name_the_class(text, names):
+    assert signatures.of_text(text) == names
+
+
+def test_an_import_error_names_the_missing_module(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/layers/moe/ep_moe/token_dispatcher.py", line 20, in <module>\n'
+        "    from deep_ep import Buffer\n"
+        "ModuleNotFoundError: No module named 'deep_ep'\n",
+        encoding="utf-8",
+    )
+    (run,) = sglog.load(log)
+    (e,) = run.events_of("traceback")
+    assert "missing_module" in e.get("signatures") and e.get("missing_module") == "deep_ep"
+
+
+def test_signatures_are_read_from_the_messages_not_the_frames(tmp_path):
+    """A frame in nccl code does not make an unrelated error a collective failure."""
+    log = tmp_path / "x.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/distributed/device_communicators/pynccl.py", line 20, in all_reduce\n'
+        "    x()\n"
+        "KeyError: 'weight'\n",
+        encoding="utf-8",
+    )
+    (run,) = sglog.load(log)
+    assert run.events_of("traceback")[0].get("signatures") == []
+
+
+def test_crash_rules_claim_by_signature_not_by_text():
+    """The crash rules' claims read typed fields: no phrase table or text search in a claim."""
+    for path in (ROOT / "sglog/rules").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "claim"):
+            src = ast.unparse(fn)
+            assert "c.text" not in src and "has_any" not in src and ".text" not in src, f"{path.name}: {src}"
