@@ -25,7 +25,7 @@ from sglog.read import args as sargs
 from sglog.read import fastpath
 from sglog.events import RANK_AXES, Event, Rank
 from sglog.read.parse import ParsedLog, parse_file
-from sglog.schema import ENVELOPE_COLUMNS
+from sglog.schema import ENVELOPE_COLUMNS, FORWARD_PHASES
 
 # ------------------------------------------------------------------ results
 
@@ -127,6 +127,13 @@ PHASE_WORDS = {
     "draft_cuda_graph_capture": "draft CUDA-graph capture",
     "warmup": "warm-up",
     "serving": "serving",
+    # phases only an error's frames tell (sglog/read/frames.py)
+    "attention_backend_init": "attention-backend initialisation",
+    "pd_transfer": "PD disaggregation's KV-transfer set-up or transfer",
+    "shutdown": "shutdown",
+    "prefill": "a prefill forward pass",
+    "decode": "a decode forward pass",
+    "forward": "a forward pass",
 }
 
 
@@ -230,12 +237,20 @@ class Ending:
     root_cause: Event | None = None
     last_ts: datetime | None = None
 
+    def cause(self) -> str:
+        """The root cause in a few words: `Type: first line of the message` (the line whole: data is
+        never cut; a terminal renderer cuts it with an ellipsis)."""
+        rc = self.root_cause
+        if rc is None:
+            return "unknown cause"
+        if not rc.get("exc_type") and rc.kind in ("traceback", "scheduler_exception"):
+            return "the exception line is not in the log"
+        msg = (rc.get("exc_message") or "").strip().splitlines()
+        return f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0]}" if msg else "")
+
     def describe(self) -> str:
         if self.status == "crashed":
-            rc = self.root_cause
-            # (the message's first line whole: data is never cut; a terminal renderer cuts with an ellipsis)
-            what = f"{rc.get('exc_type') or rc.kind}: {(rc.get('exc_message') or '').strip().splitlines()[0] if (rc.get('exc_message') or '').strip() else ''}".rstrip(": ") if rc else "unknown cause"
-            return f"crashed during {PHASE_WORDS.get(self.phase or 'startup', self.phase)} ({what})"
+            return f"crashed during {PHASE_WORDS.get(self.phase or 'startup', self.phase)} ({self.cause()})"
         if self.status == "serving":
             return "ready and serving"
         if self.status == "ready":
@@ -1069,16 +1084,11 @@ def _ending(run: Run) -> Ending:
             return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if crashed:
         rc = root_cause(run.events_of(*ROOT_CAUSE_KINDS))
-        crash_phase = phase if not ready else "serving"
-        if not ready and rc is not None and rc.rank is not None and run.startup:
-            started = [n for n in PHASES if n in run.startup.phases and rc.rank.label in run.startup.phases[n].per_rank]
-            if started:
-                crash_phase = started[-1]
-        return Ending("crashed", crash_phase, rc, last_ts)
+        return Ending("crashed", crash_phase(run, rc, phase) if rc is not None else ("serving" if ready else phase), rc, last_ts)
     # an SGLang error after which the server neither became ready nor served: the log was cut right after it
     rc = next(iter(crash_errors(run)), None)
     if rc is not None and not _served_after(run, rc):
-        return Ending("crashed", "serving" if ready else (rc.get("phase") if phase in (None, "launch") and rc.get("phase") else phase), rc, last_ts)
+        return Ending("crashed", crash_phase(run, rc, phase), rc, last_ts)
     if "shutdown" in kinds:
         return Ending("stopped", "serving" if ready else phase, None, last_ts)
     if ready:
@@ -1095,6 +1105,49 @@ def _ending(run: Run) -> Ending:
 
 
 WARMUP_PREFILLS = 1  # launch_server's warm-up: one short /generate before it logs that it is ready
+
+
+def crash_phase(run: Run, rc: Event, timeline: str | None = None) -> str | None:
+    """The phase a crash happened in, in one place (the ending, the findings and the fix say the same).
+
+    The error's own frames say it best (``phase``, sglog/read/frames.py: a crash in
+    init_attention_backend is not in CUDA-graph capture, whatever another rank was doing); a forward
+    pass after the server was ready, or after batches were logged, is serving; else the last step
+    the error's rank began (the timeline), else the timeline's current phase."""
+    ready = next(iter(run.events_of("server_ready")), None)
+    served = (ready is not None and (ready.file, ready.line) < (rc.file, rc.line)) or _served_before(run, rc)
+    framed = rc.get("phase")
+    if framed in FORWARD_PHASES or framed is None:
+        if served:
+            return "serving"
+        if framed is not None and timeline == "warmup":
+            return "warmup"
+    began = _rank_phase(run, rc)
+    if framed is not None:
+        if began == f"draft_{framed}":
+            return began  # the frames do not tell the draft model's step from the target's
+        return framed
+    return began or ("serving" if served else timeline)
+
+
+def _rank_phase(run: Run, rc: Event) -> str | None:
+    """The last startup step that began before the error, on the error's rank (any rank's when the error has none)."""
+    if run.startup is None:
+        return None
+    label = rc.rank.label if rc.rank else None
+    began = [n for n in PHASES if n in run.startup.phases and (label is None or label in run.startup.phases[n].per_rank or set(run.startup.phases[n].per_rank) <= {"-"})]
+    return began[-1] if began else None
+
+
+def _served_before(run: Run, e: Event) -> bool:
+    """Were batches logged before this event (in its file)?"""
+    b = run.batches
+    if not b.height or "line" not in b.columns:
+        return False
+    mask = pl.col("line") < e.line
+    if "file" in b.columns:
+        mask = mask & (pl.col("file") == e.file)
+    return bool(b.select(mask.any()).item())
 
 
 ERROR_KINDS = ("oom", "scheduler_exception", "traceback", "fatal_error", "cpp_exception")

@@ -161,10 +161,7 @@ def _ending(run) -> str:
         return "stopped (SIGTERM shutdown; the children's exit codes are the shutdown, not a crash)"
     if e.status == "crashed":
         rc = e.root_cause
-        what = ""
-        if rc is not None:
-            msg = (rc.get("exc_message") or "").strip().splitlines()
-            what = f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0]}" if msg else "")  # (whole: the line wraps under its label)
+        what = e.cause() if rc is not None else ""  # (whole: the line wraps under its label)
         where = f" during {phase_words(e.phase)}" if e.phase and e.phase != "launch" else ""
         return f"crashed{where}" + (f" ({what})" if what else "")
     if e.status == "incomplete":

@@ -167,30 +167,12 @@ def last_before(run, kind: str, rc):
 
 
 def crash_phase(run, rc) -> str | None:
-    ready = run.events_of("server_ready")
-    if ready and (rc.ts is None or ready[0].ts is None or ready[0].ts <= rc.ts) and (ready[0].file != rc.file or ready[0].line < rc.line):
-        return "serving"
-    if run.batches.height and "line" in run.batches.columns:
-        before = run.batches.select(((pl.col("file") == rc.file) & (pl.col("line") < rc.line)).sum()).item() if "file" in run.batches.columns else run.batches.height
-        if before and not run.startup.phases:
-            return "serving"
-    if run.ending is not None and run.ending.status == "crashed" and run.ending.phase:
+    """The phase the crash happened in: the ending's when `rc` is its root cause (sglog/runs.py decides it)."""
+    from sglog.runs import crash_phase as phase_of
+
+    if run.ending is not None and run.ending.status == "crashed" and run.ending.root_cause is rc:
         return run.ending.phase
-    # the last phase that began before the error, on the error's rank when it has one
-    phases = run.startup.phases if run.startup else {}
-    label = rc.rank.label if rc.rank else None
-    last = None
-    for name in ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture"):
-        ph = phases.get(name)
-        if not ph:
-            continue
-        if label and label in ph.per_rank:
-            last = name
-        elif not label:
-            last = name
-    if last is None and run.ending is not None:
-        return run.ending.phase
-    return last
+    return phase_of(run, rc, run.ending.phase if run.ending else None)
 
 
 def _rank_began(run, rc, phase: str | None) -> bool:

@@ -9,20 +9,15 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
+from sglog.runs import PHASE_WORDS as RUN_PHASE_WORDS
 from sglog.rules.ownership import FALLBACK, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, row_evidence
 
+# how a phase reads in a finding: the run's words (sglog/runs.py), with the two a finding says differently
 PHASE_WORDS = {
+    **RUN_PHASE_WORDS,
     "launch": "launch (before any startup step)",
-    "distributed_init": "distributed initialisation",
-    "weight_load": "weight loading",
-    "kv_pool": "KV-pool allocation",
-    "cuda_graph_capture": "CUDA-graph capture",
-    "draft_weight_load": "draft-model weight loading",
-    "draft_kv_pool": "draft KV-pool allocation",
-    "draft_cuda_graph_capture": "draft CUDA-graph capture",
     "warmup": "warm-up (startup done, not yet ready)",
-    "serving": "serving",
 }
 
 
