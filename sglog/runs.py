@@ -245,6 +245,10 @@ class Ending:
             return "unknown cause"
         if not rc.get("exc_type") and rc.kind in ("traceback", "scheduler_exception"):
             return "the exception line is not in the log"
+        coll = rc.get("collective") or {}
+        if coll.get("timeout") and not rc.get("exc_type"):
+            op = str(coll.get("op_type") or "").strip("_")
+            return "collective timeout" + (f": {op}" if op else "") + (f" SeqNum {coll['seq_num']}" if coll.get("seq_num") is not None else "")
         msg = (rc.get("exc_message") or "").strip().splitlines()
         return f"{rc.get('exc_type') or rc.kind}" + (f": {msg[0]}" if msg else "")
 
@@ -1157,7 +1161,8 @@ _CONSEQUENCE_EXCEPTIONS = ("EOFError", "KeyboardInterrupt", "BrokenPipeError")
 def crash_errors(run: Run) -> list[Event]:
     """The run's errors that can be the root cause of a crash, in log order: not the logging module's
     tracebacks, not the launcher's EOFError / KeyboardInterrupt, not a foreign traceback that names
-    no exception."""
+    no exception; and c10d's watchdog lines that report a collective timeout (torch then takes the
+    process down, whether or not the log shows the abort)."""
     out = []
     for e in run.events_of(*ERROR_KINDS):
         if e.kind == "traceback":
@@ -1166,6 +1171,9 @@ def crash_errors(run: Run) -> list[Event]:
             if not is_sglang_error(e) and not e.get("exc_type"):
                 continue
         out.append(e)
+    timeouts = [e for e in run.events_of("torch_log") if (e.get("collective") or {}).get("timeout")]
+    if timeouts:
+        out = sorted(out + timeouts[:1], key=lambda e: (e.file, e.line))
     return out
 
 

@@ -102,9 +102,10 @@ CONTEXT_LINES = 5  # lines above an error whose words count as its own (a HIP/HS
 
 def crash_signatures(run, rc) -> tuple[str, ...]:
     """The signatures of the root cause and of the error lines just above it (sglog/read/signatures.py)."""
+    from sglog.events import BLOCK_KINDS
     from sglog.read import signatures
 
-    found = list(rc.get("signatures") or ())
+    found = list(rc.get("signatures") or ()) or signatures.of_text(str(rc.get("message") or rc.text or "")) if rc.kind not in BLOCK_KINDS else list(rc.get("signatures") or ())
     for e in run.events_between(rc.file, rc.line - CONTEXT_LINES, rc.line):
         if e is rc or e.kind in ("blank", "http_access", "progress", "python_warning"):
             continue

@@ -225,8 +225,12 @@ class NcclTimeout(CrashRule):
                 args={} if run.args.get("disable_custom_all_reduce") is True else {"--disable-custom-all-reduce": "true"},
                 safety=self.fix_safety,
             )
-        where = f" on {rc.rank.label}" if rc.rank else ""
-        if self.signature in (rc.get("signatures") or ()) or rc.get("collective") or not warns:
+        where = f" on {rc.rank.label}" if rc.rank else (f" on rank {rc.get('rank')}" if rc.get("rank") is not None else "")
+        timeout = next((x.get("collective") for x in (rc, *c.fanout) if (x.get("collective") or {}).get("timeout_ms") or (x.get("collective") or {}).get("op_type")), None) or rc.get("collective")
+        if timeout and timeout.get("timeout"):
+            msg, generic = self._timeout(run, rc, timeout, where)
+            fix = fix if (multi or run.args) else generic  # (a fragment without the args: the node count is unknown)
+        elif self.signature in (rc.get("signatures") or ()) or rc.get("collective") or not warns:
             what = (rc.get("exc_message") or "").split("\n")[0]
             msg = f"A collective failed{where}: {(rc.get('exc_type') or 'NCCL')}: {what[:160]}".rstrip(": ")
         else:
@@ -234,6 +238,31 @@ class NcclTimeout(CrashRule):
             first = warns[0].get("message") or (warns[0].text or "")
             msg = f"{lib} failed before the crash ({len(warns)} error/warning lines, first: {first.strip()[:120]}); the processes then exited ({rc.get('exc_type') or rc.kind})."
         yield self.finding(run, msg, ev, fix)
+
+    def _timeout(self, run, rc, coll: dict, where: str) -> tuple[str, Fix]:
+        """A collective that timed out (c10d's watchdog): what it was, how long it ran, after how much serving."""
+        rank = where or (f" on rank {coll['rank']}" if coll.get("rank") is not None else "")
+        op = str(coll.get("op_type") or "a collective").strip("_")
+        seq = f" (SeqNum {coll['seq_num']})" if coll.get("seq_num") is not None else ""
+        ran = f" ran {coll['ran_ms'] / 1000:.0f} s" if coll.get("ran_ms") else " did not finish"
+        limit = f" against the {coll['timeout_ms'] / 1000:.0f} s timeout" if coll.get("timeout_ms") else ""
+        minutes = facts.serving_minutes(run)
+        after = f", after {minutes / 60:.1f} h of serving" if minutes and minutes >= 60 else (f", after {minutes:.0f} min of serving" if minutes else "")
+        if coll.get("op_type") or coll.get("ran_ms"):
+            msg = f"A collective timed out{rank}: {op}{seq}{ran}{limit}{after}; torch's watchdog then takes the process down."
+        else:
+            msg = f"A collective timed out{rank}{after} (the log shows c10d's watchdog aborting, not which collective); torch's watchdog takes the process down."
+        timeout_s = coll.get("timeout_ms", 0) / 1000 if coll.get("timeout_ms") else None
+        fix = Fix(
+            summary=(
+                "One rank did not reach the collective: it was stuck, dead, or behind a slow or broken link. The cause is in another rank's log: "
+                "look for the first error or the last progress line of every rank and node at that time, and rerun with NCCL_DEBUG=INFO. "
+                + (f"A longer --dist-timeout (now {timeout_s:.0f} s) only helps when a rank is legitimately slow (a long first compile)." if timeout_s else "A longer --dist-timeout only helps when a rank is legitimately slow (a long first compile).")
+            ),
+            args={},
+            safety=self.fix_safety,
+        )
+        return msg, fix
 
 
 class IllegalMemoryAccess(CrashRule):
