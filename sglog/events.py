@@ -620,15 +620,43 @@ class HealthCheckFailed(Event):
     DOC = "The HTTP server got no response from the detokenizer within the health-check timeout (s)."
 
 
+_META_NUMBER = re.compile(r"""['"](\w+)['"]: (-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?=[,}\s])""")
+# the numbers of a finished request's `meta_info` that sglog reads (SGLang's tokenizer manager;
+# the timestamps and queue_time only with --enable-metrics)
+_META_KEYS = frozenset({"prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", "ttft", "time_to_first_token", "queue_time", "request_received_ts", "prefill_finished_ts"})
+
+
+def to_request_meta(text: str) -> dict[str, Any]:
+    """The numbers of a finished request's `meta_info` (`'e2e_latency': 1.23`, ...), and its time
+    to first token in seconds as `ttft`: printed (`ttft`, `time_to_first_token`), else
+    `prefill_finished_ts - request_received_ts`.  The last `meta_info` of the line is the output's
+    (the request object, printed first, may quote anything)."""
+    at = text.rfind("meta_info")
+    if at < 0:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in _META_NUMBER.findall(text[at:]):
+        if key in _META_KEYS and key not in out:
+            v = to_float(value)
+            if v is not None:
+                out[key] = int(v) if key.endswith("_tokens") and v.is_integer() else v
+    ttft = out.get("ttft", out.get("time_to_first_token"))
+    if ttft is None and out.get("prefill_finished_ts") is not None and out.get("request_received_ts") is not None:
+        ttft = out["prefill_finished_ts"] - out["request_received_ts"]
+    if ttft is not None and ttft >= 0:
+        out["ttft"] = round(ttft, 6)
+    return out
+
+
 class RequestLog(Event):
     kind = "request_log"
-    FIELDS = _k(obj_type=to_str, log_ts=to_str)
+    FIELDS = _k(obj_type=to_str, log_ts=to_str, meta=to_request_meta)
     TERMS = {
         "REQ_RECEIVE": _t("obj_type", None, event="received", format="text"),
-        "REQ_FINISH": _t("obj_type", None, event="finished", format="text"),
-        "REQ_JSON": _t("log_ts", "event", format="json"),
+        "REQ_FINISH": _t("obj_type", "*meta", event="finished", format="text"),
+        "REQ_JSON": _t("log_ts", "event", "*meta", format="json"),
     }
-    DOC = "`--log-requests` lines: a request received / finished (`rid` when printed)."
+    DOC = "`--log-requests` lines: a request received / finished (`rid` when printed; a finished one's `meta_info` numbers: `e2e_latency`, token counts, `ttft` s)."
 
 
 class LongGc(Event):

@@ -59,3 +59,24 @@ WINDOW_COLUMNS = (
     "retractions_per_min",
     "steady",
 )
+
+# series windows (sglog/timeline.py ``series_windows``: the findings in time, SGL6xx): one row
+# per window of a metric's rows along the run's time, or along its lines in a log without dates;
+# the metric's own aggregates follow these columns
+SERIES_COLUMNS = (
+    "window",  # the window's number along the axis (0 = the one holding the first row)
+    "n",  # rows (samples) in the window
+    "t_start",  # first and last timestamps of its rows (null when the axis is lines)
+    "t_end",
+    "line_start",  # first and last lines of its rows
+    "line_end",
+)
+
+# their aggregates (``n_<name>``: the rows that have the metric); decode_windows: steady decode rows
+DECODE_WINDOW_COLUMNS = ("accept_len", "n_accept_len", "accept_rate", "n_accept_rate", "gen_throughput", "n_gen_throughput", "running", "graph", "usage", "tokens_per_req")
+# batch_windows: decode and prefill lines (the prefill lines' cached and new tokens summed)
+BATCH_WINDOW_COLUMNS = ("queue", "n_queue", "usage", "running", "running_max", "n_prefill", "cached_tokens", "new_tokens", "new_per_prefill", "prefill_usage")
+# retraction_windows: on the batch windows' grid
+RETRACTION_WINDOW_COLUMNS = ("served", "retracted", "retracted_events", "retracted_counter")
+# request_windows: finished requests
+REQUEST_WINDOW_COLUMNS = ("ttft",)

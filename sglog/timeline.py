@@ -5,6 +5,7 @@ Column names come from sglog/schema.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -231,3 +232,331 @@ def _seconds(every: str) -> float:
     num = "".join(ch for ch in every if ch.isdigit() or ch == ".")
     unit = every[len(num):] or "s"
     return float(num or 1) * units.get(unit, 1)
+
+
+# ------------------------------------------------------------------ findings in time (SGL6xx)
+#
+# A metric's rows (decode lines, batch lines, retractions, finished requests) -> windows along the
+# run's time, or along its lines when the log has no timestamps; then, window by window, the earlier
+# level of the metric and the first sustained change against it.  The rows -> windows step is one
+# lazy polars group-by per frame (all of a frame's metrics at once, once per run: millions of
+# rows); the scan for a change walks the windows (a few dozen).
+
+SERIES_WINDOWS = 24  # a run's span is cut into about this many windows
+SERIES_WIDTHS_S = (60, 120, 180, 300, 600)  # the widths a time window takes: span / SERIES_WINDOWS, rounded up
+_SERIES_EMPTY = {"window": pl.Int64, "n": pl.UInt32, "t_start": pl.Datetime("ms"), "t_end": pl.Datetime("ms"), "line_start": pl.Int64, "line_end": pl.Int64}
+
+
+@dataclass(frozen=True)
+class SeriesWindows:
+    """A frame's rows cut into windows: ``frame`` has schema.SERIES_COLUMNS and the aggregates,
+    one row per window that holds rows, in order."""
+
+    frame: pl.DataFrame
+    axis: str  # "time" or "line"
+    width: float  # seconds, or lines
+    origin: Any  # where window 0 starts: a timestamp, or a line
+    dated: bool  # the timestamps have dates (else times of day, on the reader's placeholder date)
+    last: Any  # the last row's timestamp or line
+
+
+def series_axis(frame: pl.DataFrame) -> str:
+    """``"time"`` when at least 90% of the rows have a timestamp, else ``"line"`` (request lines
+    printed without an envelope, a paste without timestamps)."""
+    if frame.height == 0 or "ts" not in frame.columns:
+        return "line"
+    return "time" if frame.get_column("ts").null_count() <= 0.1 * frame.height else "line"
+
+
+def series_width(frame: pl.DataFrame, axis: str, width: float | None = None, windows: int = SERIES_WINDOWS) -> float:
+    """The windows' width: seconds on the time axis (``width``, else the span / ``windows`` rounded
+    up to one of SERIES_WIDTHS_S), lines on the line axis (the span of lines / ``windows``)."""
+    if axis == "time":
+        if width:
+            return float(width)
+        ts = frame.get_column("ts").drop_nulls()
+        span = (ts.max() - ts.min()).total_seconds() if ts.len() else 0.0
+        raw = span / max(windows, 1)
+        return float(next((w for w in SERIES_WIDTHS_S if w >= raw), SERIES_WIDTHS_S[-1]))
+    lines = frame.get_column("line")
+    span = int(lines.max() - lines.min() + 1) if lines.len() else 1
+    return float(max(1, -(-span // max(windows, 1))))
+
+
+def series_windows(frame: pl.DataFrame, aggs: list[pl.Expr], width: float | None = None, grid: SeriesWindows | None = None) -> SeriesWindows:
+    """``frame``'s rows (``line``, ``ts``: null on the line axis, and the aggs' columns)
+    cut into windows, with ``aggs`` (polars aggregations) over each window's rows.  ``grid``: use
+    another frame's windows (axis, width and origin), so that the two join window by window."""
+    axis = grid.axis if grid is not None else series_axis(frame)
+    dated = "ts_has_date" not in frame.columns or bool(frame.get_column("ts_has_date").fill_null(True).all())
+    if axis == "time" and frame.height:
+        frame = frame.filter(pl.col("ts").is_not_null()) if frame.get_column("ts").null_count() else frame
+    if frame.height == 0:
+        return SeriesWindows(pl.DataFrame(schema=_SERIES_EMPTY), axis, grid.width if grid else 0.0, grid.origin if grid else None, dated, None)
+    w = grid.width if grid is not None else series_width(frame, axis, width)
+    if axis == "time":
+        origin = grid.origin if grid is not None else frame.get_column("ts").min()
+        at = (pl.col("ts") - pl.lit(origin)).dt.total_milliseconds() // int(w * 1000)
+        last = frame.get_column("ts").max()
+        ts = pl.col("ts")
+    else:
+        origin = grid.origin if grid is not None else int(frame.get_column("line").min())
+        at = (pl.col("line") - origin) // int(w)
+        last = int(frame.get_column("line").max())
+        ts = pl.lit(None, dtype=pl.Datetime("ms"))
+    out = (
+        frame.lazy()
+        .group_by(at.cast(pl.Int64).alias("window"))
+        .agg(
+            pl.len().alias("n"),
+            ts.min().alias("t_start"),
+            ts.max().alias("t_end"),
+            pl.col("line").min().alias("line_start"),
+            pl.col("line").max().alias("line_end"),
+            *aggs,
+        )
+        .sort("window")
+        .collect()
+    )
+    return SeriesWindows(out, axis, w, origin, dated, last)
+
+
+def _agg(frame: pl.DataFrame, col: str, how: str, name: str, dtype=pl.Float64) -> pl.Expr:
+    """``how`` (median, mean, max) of ``col`` as ``name``; a null column when the frame lacks it."""
+    if col not in frame.columns:
+        return pl.lit(None, dtype=dtype).alias(name)
+    return getattr(pl.col(col), how)().cast(dtype).alias(name)
+
+
+def _count(frame: pl.DataFrame, col: str, name: str) -> pl.Expr:
+    """How many rows have ``col``, as ``name`` (0 when the frame lacks it)."""
+    return (pl.col(col).count() if col in frame.columns else pl.lit(0, dtype=pl.UInt32)).alias(name)
+
+
+def decode_windows(run, width: float | None = None) -> SeriesWindows:
+    """The steady decode rows (after warm-up, requests running) in windows; columns
+    schema.DECODE_WINDOW_COLUMNS after the SERIES ones: the medians of the metrics, the means of
+    what only gives context (a median per window is a sort per window: 1M lines, #7).  Once per
+    run and width."""
+    return _once(run, f"decode_windows:{width}", lambda run: _decode_windows(run, width))
+
+
+def _decode_windows(run, width):
+    d = steady_rows(run)
+    u = next((c for c in ("token_usage", "full_token_usage") if c in d.columns), "token_usage")
+    has_len = "accept_len" in d.columns and d.get_column("accept_len").null_count() < d.height
+    aggs = [
+        _agg(d, "accept_len", "median", "accept_len"),
+        _count(d, "accept_len", "n_accept_len"),
+        # (the rate only matters when the length is not printed)
+        pl.lit(None, dtype=pl.Float64).alias("accept_rate") if has_len else _agg(d, "accept_rate", "median", "accept_rate"),
+        pl.lit(0, dtype=pl.UInt32).alias("n_accept_rate") if has_len else _count(d, "accept_rate", "n_accept_rate"),
+        _agg(d, "gen_throughput", "median", "gen_throughput"),
+        _count(d, "gen_throughput", "n_gen_throughput"),
+        _agg(d, "running_req", "median", "running"),
+        (pl.col("cuda_graph").cast(pl.Float64).mean() if "cuda_graph" in d.columns else pl.lit(None, dtype=pl.Float64)).alias("graph"),
+        _agg(d, u, "mean", "usage"),
+        ((pl.col("token") / pl.col("running_req").clip(1)).mean() if {"token", "running_req"} <= set(d.columns) else pl.lit(None, dtype=pl.Float64)).alias("tokens_per_req"),
+    ]
+    return series_windows(d, aggs, width)
+
+
+def batch_windows(run, width: float | None = None) -> SeriesWindows:
+    """All batch lines (decode and prefill) in windows: queue, usage, load, and the prefill lines'
+    cached and new tokens; columns schema.BATCH_WINDOW_COLUMNS after the SERIES ones.  Once per
+    run and width."""
+    return _once(run, f"batch_windows:{width}", lambda run: _batch_windows(run, width))
+
+
+def _batch_windows(run, width):
+    b = run.batches
+    cols = set(b.columns)
+    u = next((c for c in ("token_usage", "full_token_usage") if c in cols and b.get_column(c).drop_nulls().len()), "token_usage")
+    pre = pl.col("kind") == "prefill_batch"
+    tokens = {"cached_token", "new_token"} <= cols
+    both = pre & pl.col("cached_token").is_not_null() & pl.col("new_token").is_not_null() if tokens else pl.lit(False)
+    aggs = [
+        _agg(b, "queue_req", "median", "queue"),
+        _count(b, "queue_req", "n_queue"),
+        _agg(b, u, "mean", "usage"),
+        _agg(b, "running_req", "mean", "running"),
+        _agg(b, "running_req", "max", "running_max", pl.Int64),
+        (both.sum() if tokens else pl.lit(0)).cast(pl.UInt32).alias("n_prefill"),
+        (pl.when(both).then(pl.col("cached_token")).sum() if tokens else pl.lit(None)).cast(pl.Int64).alias("cached_tokens"),
+        (pl.when(both).then(pl.col("new_token")).sum() if tokens else pl.lit(None)).cast(pl.Int64).alias("new_tokens"),
+        (pl.when(both).then(pl.col("new_token")).mean() if tokens else pl.lit(None)).cast(pl.Float64).alias("new_per_prefill"),
+        (pl.when(pre).then(pl.col(u)).mean() if u in cols else pl.lit(None)).cast(pl.Float64).alias("prefill_usage"),
+    ]
+    return series_windows(b, aggs, width)
+
+
+def retraction_windows(run, width: float | None = None) -> SeriesWindows:
+    """Retracted requests per window of the batch lines' windows (``batch_windows``): ``served``
+    (batch lines and retraction lines in the window), ``retracted`` (the larger of the retraction
+    lines' and the gauge's counts, so that a server printing both is not counted twice),
+    ``retracted_events``, ``retracted_counter``.  Once per run and width."""
+    return _once(run, f"retraction_windows:{width}", lambda run: _retraction_windows(run, width))
+
+
+def _retraction_windows(run, width):
+    grid = batch_windows(run, width)
+    rt = retraction_series(run)
+    if grid.frame.height == 0 and rt.height:
+        grid = series_windows(rt, [], width)
+    r = series_windows(
+        rt,
+        [
+            (pl.col("source") == "event").sum().alias("events"),
+            pl.col("retracted").filter(pl.col("source") == "event").sum().alias("retracted_events"),
+            pl.col("retracted").filter(pl.col("source") == "counter").sum().alias("retracted_counter"),
+        ],
+        grid=grid,
+    )
+    keep = list(schema.SERIES_COLUMNS)
+    served = grid.frame.select(*keep).rename({c: f"{c}_b" for c in keep if c != "window"})
+    f = served.join(r.frame, on="window", how="full", coalesce=True).sort("window")
+    f = f.with_columns(
+        *[pl.coalesce(f"{c}_b", c).alias(c) for c in ("t_start", "line_start")],
+        *[pl.max_horizontal(f"{c}_b", c).alias(c) for c in ("t_end", "line_end")],
+        (pl.col("n_b").fill_null(0) + pl.col("events").fill_null(0)).alias("served"),
+        pl.col("retracted_events").fill_null(0),
+        pl.col("retracted_counter").fill_null(0),
+    ).with_columns(pl.max_horizontal("retracted_events", "retracted_counter").alias("retracted"), pl.col("served").alias("n"))
+    f = f.select(*keep, "served", "retracted", "retracted_events", "retracted_counter")
+    return SeriesWindows(f, grid.axis, grid.width, grid.origin, grid.dated and r.dated, max(filter(None, [grid.last, r.last]), default=None))
+
+
+def request_windows(run, width: float | None = None) -> SeriesWindows:
+    """Finished requests' time to first token in windows (median ``ttft``); once per run and width."""
+    return _once(run, f"request_windows:{width}", lambda run: series_windows(request_series(run), [pl.col("ttft").median().alias("ttft")], width))
+
+
+def earlier_median(values: pl.Series) -> pl.Series:
+    """For each window, the median of the values of the windows before it (null for the first)."""
+    return values.shift(1).rolling_median(window_size=max(values.len(), 1), min_samples=1)
+
+
+def earlier_mean(values: pl.Series) -> pl.Series:
+    """For each window, the mean of the values of the windows before it (null for the first)."""
+    return values.shift(1).cum_sum() / pl.int_range(0, values.len(), eager=True).cast(pl.Float64)
+
+
+def earlier_best(values: pl.Series, loads: pl.Series, sustain: int) -> pl.DataFrame:
+    """For each window, the best level held earlier: ``best``, the largest median of ``sustain``
+    windows in a row before it (a rolling best that one lucky window does not set; null until
+    there is one), and ``best_load``, the median load of the windows that held it."""
+    k = max(sustain, 1)
+    f = pl.DataFrame({"v": values, "l": loads}).with_columns(
+        pl.col("v").rolling_median(window_size=k, min_samples=k).alias("held"), pl.col("l").rolling_median(window_size=k, min_samples=k).alias("held_load")
+    )
+    top = pl.col("held").cum_max()
+    return f.select(
+        top.shift(1).alias("best"),
+        pl.when(pl.col("held").is_not_null() & (pl.col("held") == top)).then(pl.col("held_load")).forward_fill().shift(1).alias("best_load"),
+    )
+
+
+def active_span(load: pl.Series, share: float) -> tuple[int, int] | None:
+    """(first, last) window whose load is at least ``share`` of the median window's: the serving
+    between the ramp-up and the tail after the load stops."""
+    if load.len() == 0:
+        return None
+    med = load.median()
+    if med is None:
+        return None
+    busy = (load.fill_null(0) >= share * med).arg_true()
+    if busy.len() == 0:
+        return None
+    return int(busy[0]), int(busy[-1])
+
+
+def first_change(n: int, crossed, sustain: int, min_before: int) -> tuple[int, int] | None:
+    """(first, last) window of the first sustained change among ``n`` windows: ``sustain`` windows
+    in a row, the first with at least ``min_before`` windows before it, for which
+    ``crossed(k, s)`` (window ``k`` is past the limit that the earlier level at window ``s`` sets)
+    holds, while the window before them is not (a change already under way when the windows
+    before it became enough is no change of the run's level); extended while the next windows
+    stay past that same limit."""
+    for s in range(max(min_before, 0), n - max(sustain, 1) + 1):
+        if s > 0 and crossed(s - 1, s):
+            continue
+        if all(crossed(k, s) for k in range(s, s + sustain)):
+            e = s + sustain - 1
+            while e + 1 < n and crossed(e + 1, s):
+                e += 1
+            return s, e
+    return None
+
+
+def decode_series(run) -> pl.DataFrame:
+    """The run's decode rows in steady state (after warm-up, requests running) with a timestamp
+    or line: the rows the decode metrics' windows are made of."""
+    return steady_rows(run)
+
+
+def retraction_series(run) -> pl.DataFrame:
+    """One row per retraction seen (``line``, ``file``, ``ts``, ``ts_has_date``, ``retracted``:
+    requests, ``source``: event or counter):
+    from the retraction events (their ``#retracted_reqs``, 1 when not printed) and from the rises of
+    the ``#retracted-req`` gauge of PD decode batch lines, per file and rank (the gauge counts the
+    retracted requests waiting to be admitted again: a rise is new retractions, a lower bound)."""
+    return _once(run, "retraction_series", _retraction_series)
+
+
+def _retraction_series(run) -> pl.DataFrame:
+    schema_ = {"line": pl.Int64, "file": pl.String, "ts": pl.Datetime("ms"), "ts_has_date": pl.Boolean, "retracted": pl.Int64, "source": pl.String}
+    evs = [e for e in run.events_of("retraction") if not e.get("testing")]
+    parts = []
+    if evs:
+        parts.append(
+            pl.DataFrame(
+                {
+                    "line": [e.line for e in evs],
+                    "file": [e.file for e in evs],
+                    "ts": [e.ts for e in evs],
+                    "ts_has_date": [e.ts_has_date for e in evs],
+                    "retracted": [e.get("retracted_reqs") or 1 for e in evs],
+                    "source": ["event"] * len(evs),
+                },
+                schema=schema_,
+            )
+        )
+    b = run.batches
+    if b.height and "retracted_req" in b.columns:
+        keys = [c for c in ("file", "rank") if c in b.columns]
+        cols = ["line", "file", "ts", "retracted_req", *[k for k in keys if k != "file"], *(["ts_has_date"] if "ts_has_date" in b.columns else [])]
+        g = b.filter(pl.col("retracted_req").is_not_null()).select(cols)
+        if "ts_has_date" not in g.columns:
+            g = g.with_columns(pl.lit(True).alias("ts_has_date"))
+        if g.height:
+            rise = (pl.col("retracted_req") - pl.col("retracted_req").shift(1)).over(keys, order_by="line") if keys else pl.col("retracted_req").diff()
+            g = g.with_columns(rise.alias("retracted")).filter(pl.col("retracted") > 0)
+            parts.append(g.select("line", "file", "ts", "ts_has_date", pl.col("retracted").cast(pl.Int64), pl.lit("counter").alias("source")).cast(schema_))
+    if not parts:
+        return pl.DataFrame(schema=schema_)
+    return pl.concat(parts)
+
+
+def request_series(run) -> pl.DataFrame:
+    """Finished requests with a time to first token (``ttft``, seconds): ``line``, ``file``, ``ts``
+    (the envelope's, else the JSON line's own ``timestamp``), ``ts_has_date``, ``ttft``."""
+    return _once(run, "request_series", _request_series)
+
+
+def _request_series(run) -> pl.DataFrame:
+    from datetime import datetime
+
+    def when(e):
+        if e.ts is not None:
+            return e.ts
+        try:
+            t = datetime.fromisoformat(str(e.get("log_ts")))
+        except (TypeError, ValueError):
+            return None
+        return t.replace(tzinfo=None)
+
+    evs = [e for e in run.events_of("request_log") if e.get("event") == "finished" and isinstance(e.get("ttft"), (int, float)) and not isinstance(e.get("ttft"), bool)]
+    return pl.DataFrame(
+        {"line": [e.line for e in evs], "file": [e.file for e in evs], "ts": [when(e) for e in evs], "ts_has_date": [e.ts_has_date for e in evs], "ttft": [float(e.get("ttft")) for e in evs]},
+        schema={"line": pl.Int64, "file": pl.String, "ts": pl.Datetime("ms"), "ts_has_date": pl.Boolean, "ttft": pl.Float64},
+    )

@@ -8,7 +8,7 @@ plain-text shape so log lines stay verbatim)::
     # severity: info               (optional: the finding's severity)
     # contains: 0.80-0.90          (optional, repeatable: in message, fix summary or args)
     # args: {"--mem-fraction-static": "0.89"}    (optional: the exact args patch)
-    # repeat 30 from 10:20:00 every 2: [{t} TP0] Decode batch, ...   ({t}: date and time, {i}: 0..N-1)
+    # repeat 30 from 10:20:00 every 2: [{t} TP0] Decode batch, ...   ({t}: date and time, {time}: time of day, {i}: 0..N-1)
     <log lines>
 """
 
@@ -58,7 +58,8 @@ def load_cases(path: Path) -> list[dict]:
             t0 = datetime.strptime(f"{day} {start}", "%Y-%m-%d %H:%M:%S")
             for i in range(n):
                 t = (t0 + timedelta(seconds=every * i)).strftime("%Y-%m-%d %H:%M:%S")
-                cur["lines"].append(template.replace("{t}", t).replace("{i}", str(i)))
+                at = t0 + timedelta(seconds=every * i)
+                cur["lines"].append(template.replace("{t}", t).replace("{time}", at.strftime("%H:%M:%S")).replace("{i}", str(i)))
             continue
         cur["lines"].append(raw)
     for c in cases:
@@ -91,7 +92,7 @@ def test_codes_and_names_are_unique_and_well_formed():
     assert len(set(codes)) == len(codes)
     assert len(set(names)) == len(names)
     for r in RULES:
-        assert re.fullmatch(r"SGL[1-5]\d\d", r.code), r.code
+        assert re.fullmatch(r"SGL[1-6]\d\d", r.code), r.code
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", r.name), r.name
         assert r.severity in SEVERITIES
 

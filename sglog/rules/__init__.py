@@ -2,7 +2,7 @@
 
 Codes are permanent and never reused; the hundreds group the rules:
 SGL1xx memory, SGL2xx scheduling, SGL3xx speculative decoding, SGL4xx platform,
-SGL5xx lifecycle.  `--select` / `--ignore` take a code (`SGL101`), a name
+SGL5xx lifecycle, SGL6xx over time.  `--select` / `--ignore` take a code (`SGL101`), a name
 (`runtime-oom`), a code prefix (`SGL1`), a name prefix (`cuda-graph`) or `ALL`.
 """
 
@@ -32,6 +32,7 @@ from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
 from sglog.rules.numerics.nan_logits import NanLogits
 from sglog.rules.requests.request_too_long import RequestTooLong
 from sglog.rules.scheduling import CudaGraphsNeverCaptured, DecodeBatchExceedsCudaGraph, KvCapacityBound, KvRetraction, SchedulerTooConservative
+from sglog.rules.serving import AcceptanceDrop, CacheHitCollapse, QueueGrowth, RetractionSpike, ThroughputDrop, TtftRegression
 from sglog.rules.speculative import DraftModelFullTp, DraftTreeTooLarge, LowSpecAcceptance, SpeculationUnprofitable
 
 RULES: tuple[Rule, ...] = (
@@ -75,9 +76,16 @@ RULES: tuple[Rule, ...] = (
     SlowWeightLoading(),
     WatchdogTimeout(),
     SlowCudaGraphCapture(),
+    # over time (the run's timeline in windows)
+    AcceptanceDrop(),
+    ThroughputDrop(),
+    CacheHitCollapse(),
+    RetractionSpike(),
+    QueueGrowth(),
+    TtftRegression(),
 )
 
-GROUPS = {"SGL1": "memory", "SGL2": "scheduling", "SGL3": "speculative decoding", "SGL4": "platform", "SGL5": "lifecycle"}
+GROUPS = {"SGL1": "memory", "SGL2": "scheduling", "SGL3": "speculative decoding", "SGL4": "platform", "SGL5": "lifecycle", "SGL6": "over time"}
 
 
 def get_rule(name_or_code: str) -> Rule:
