@@ -438,7 +438,8 @@ class SlowCudaGraphCapture(Rule):
                     new = max(1, M // 2)
             open_ranks = [r for r, p in ph.per_rank.items() if p.end is None]
             partial = f" ({len(ph.per_rank) - len(open_ranks)} of {len(ph.per_rank)} ranks logged their end; the log has no end line for {', '.join(sorted(open_ranks)[:4])}{' ...' if len(open_ranks) > 4 else ''})" if open_ranks else ""
-            msg = f"{'Draft ' if key.startswith('draft') else ''}CUDA-graph capture took {ph.duration:.0f} s on {rank}" + (f" for batch sizes up to {M}" if M else "") + f"{partial}."
+            on = f" on {rank}" if rank and rank != "-" else ""
+            msg = f"{'Draft ' if key.startswith('draft') else ''}CUDA-graph capture took {ph.duration:.0f} s{on}" + (f" for batch sizes up to {M}" if M else "") + f"{partial}."
             fix = Fix(
                 summary=(
                     f"Capture fewer sizes: --cuda-graph-max-bs {new}. The first capture after an install also compiles kernels."
