@@ -162,14 +162,17 @@ def test_one_value_per_flag_and_every_loser_says_why(everything):
 
 
 def test_no_finding_says_there_is_no_room_while_another_finds_room(story):
-    """baseline-cgbs512: kv-headroom-wasted finds ~9 GB to spare; kv-pool-starved-by-weights says a
-    full-length request does not fit even with that memory, not that there is no room at all."""
+    """baseline-cgbs512: kv-headroom-wasted finds ~9 GB to spare; kv-pool-smaller-than-request says a
+    full-length request does not fit even with that memory, and sizes its --context-length to the pool
+    that memory makes, not to today's pool."""
     _, findings = story["baseline-cgbs512"]
     [wasted] = [f for f in findings if f.name == "kv-headroom-wasted"]
-    [starved] = [f for f in findings if f.name == "kv-pool-starved-by-weights"]
-    free = float(wasted.message.split(" GB", 1)[0])
-    assert "no room" not in starved.fix.summary
-    assert f"the {free - 5.0:.1f} GB this card can spare ({free:.2f} GB free" in starved.fix.summary
+    [small] = [f for f in findings if f.name == "kv-pool-smaller-than-request"]
+    assert "no room" not in small.fix.summary
+    assert "grows the pool from 15,603 to" in small.fix.summary
+    cap = int(small.fix.args["--context-length"])
+    more = int(wasted.message.rsplit("(~", 1)[1].split(" more KV tokens", 1)[0].replace(",", ""))
+    assert cap > 15_603 + more * 0.9  # the cap counts the memory the other finding gives the pool
 
 
 def test_a_lower_fraction_loses_to_the_one_computed_with_smaller_graphs(story):

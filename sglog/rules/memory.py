@@ -260,14 +260,15 @@ class DraftModelExceedsStaticPool(CrashRule):
 
 
 class KvPoolStarvedByWeights(CrashRule):
-    """The weights leave (almost) nothing for the KV cache: startup fails with `Not enough memory`, or the pool is smaller than one full-length request.
+    """The weights leave (almost) nothing for the KV cache: startup fails with `Not enough memory`.
 
     ## What it finds
     (error) A crash with `Not enough memory. Please try to increase
     --mem-fraction-static` / `Loaded weights leave no GPU memory for the KV
     cache` (speculative runs with an automatic fraction are
-    `draft-model-exceeds-static-pool` instead).  (info) A server whose KV
-    pool (`max_total_num_tokens`) is smaller than its `context_len`.
+    `draft-model-exceeds-static-pool` instead).  A server that starts with a
+    KV pool smaller than one full-length request is
+    `kv-pool-smaller-than-request`.
 
     ## Why it matters
     `mem_fraction_static x T` must hold the weights *and* the KV pool.  When
@@ -316,49 +317,7 @@ class KvPoolStarvedByWeights(CrashRule):
         if c is not None and self.owned_crash(run) is not None:
             yield self._crash(run, o, c)
             return
-        if c is not None or not m.max_total_num_tokens or not m.context_len:
-            return
-        if m.max_total_num_tokens >= m.context_len:
-            return
-        summary = run.first("memory_summary")
-        ev = [event_evidence(summary)] if summary is not None else []
-        kv = run.first("kv_cache_allocated")
-        if kv is not None:
-            ev.insert(0, event_evidence(kv))
-        T = m.total_gb
-        bpt = m.bytes_per_kv_token
-        msg = f"The KV pool holds {m.max_total_num_tokens:,} tokens, less than one request of the full context length ({m.context_len:,} tokens)."
-        fix = None
-        if T and bpt and m.mem_fraction_static is not None:
-            need = (m.context_len - m.max_total_num_tokens) * bpt / GiB
-            new = ceil_to(m.mem_fraction_static + need / T)
-            if new <= 1 - o["headroom_gb"] / T and (m.available_gpu_mem_gb is None or m.available_gpu_mem_gb - need >= o["headroom_gb"]):
-                fix = Fix(
-                    summary=f"Raise --mem-fraction-static to {new:.2f}: {need:.1f} GB more KV ({m.context_len - m.max_total_num_tokens:,} tokens x {bpt / 1024:.1f} KB) fits one full-length request.",
-                    args={"--mem-fraction-static": f"{new:.2f}"},
-                    safety="Less memory stays free for activations and CUDA graphs; check available_gpu_mem (5-8 GB) in the next run.",
-                )
-        if fix is None:
-            cap = max(1024, (m.max_total_num_tokens // 1024) * 1024)
-            F, H = m.available_gpu_mem_gb, o["headroom_gb"]
-            missing = m.context_len - m.max_total_num_tokens
-            need = f"{missing * bpt / GiB:.1f} GB more KV ({missing:,} tokens x {bpt / 1024:.1f} KB)" if bpt else f"{missing:,} more KV tokens"
-            pool, cap_txt = m.max_total_num_tokens, f"--context-length {cap}"
-            if F is not None and F > H and bpt:  # (room to grow, not enough for one full-length request)
-                pool = m.max_total_num_tokens + int((F - H) * GiB / bpt)
-                room = f"the {F - H:.1f} GB this card can spare ({F:.2f} GB free - {H:.1f} GB for activations) grow the pool to ~{pool:,} tokens at most"
-                cap_txt += f" (or {max(1024, pool // 1024 * 1024)} with the larger pool)"
-            elif F is not None:
-                room = f"the free memory is not enough to grow the pool ({F:.2f} GB free, {H:.1f} GB of it needed for activations)"
-            else:
-                room = "the log does not show the memory free after startup"
-            fix = Fix(
-                summary=f"One full-length request needs {need}; {room}: prompts longer than ~{pool:,} tokens cannot be served. "
-                f"More capacity needs --kv-cache-dtype fp8_e4m3, more GPUs or memory freed elsewhere (smaller CUDA graphs); {cap_txt} makes the limit explicit.",
-                args={},
-                safety="An fp8 KV cache can cost accuracy; a shorter --context-length rejects longer prompts up front.",
-            )
-        yield self.finding(run, msg, ev, fix, severity="info")
+        # (a server whose pool is smaller than one full-length request is kv-pool-smaller-than-request's)
 
     def _crash(self, run, o, c):
         rc = c.event

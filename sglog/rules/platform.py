@@ -375,7 +375,7 @@ def _kv_failures(run) -> list:
     hits = list(run.by_kind.get("kv_transfer_failed", ()))
     lowered = run.lowered_texts()
     for kind, positions in run.by_kind.items():
-        if kind in ("kv_transfer_failed", "uvicorn_log", "http_access"):
+        if kind in ("kv_transfer_failed", "pd_bootstrap_failed", "uvicorn_log", "http_access"):
             continue
         # a kind's texts screened at once (tens of thousands of retraction and GC lines: two
         # scans in C of its lower-cased text; every pattern holds 'transfer' or 'fail'); only a
@@ -403,7 +403,11 @@ class KvTransferFailed(Rule):
     instance, it might be dead` or `Failed due to an unknown reason from
     another rank`).  It is an error when failures hit at least
     `repeat_requests` distinct requests (bootstrap rooms) or when requests got
-    HTTP 5xx answers, a warning otherwise.
+    HTTP 5xx answers, a warning otherwise.  Without such lines, the transfer
+    engine's own errors: mooncake / NIXL glog lines at ERROR and UCX `ERROR`
+    lines while connecting, a peer segment missing from mooncake's metadata
+    service, a native crash inside UCX / NIXL / mooncake (the set-up and
+    handshakes SGLang does itself are `pd-bootstrap-failed`'s).
 
     ## Why it matters
     The server keeps running and `/health` keeps answering 200, so nothing
@@ -457,6 +461,11 @@ class KvTransferFailed(Rule):
     def _check(self, run, o) -> Iterator:
         fails = _kv_failures(run)
         if not fails:
+            # no request's transfer failed, but the transfer engine itself reported errors (its
+            # transport, its metadata service, a crash in its library): the KV transfer layer failed
+            from sglog.rules.disaggregation.pd_bootstrap_failed import engine_failures, report
+
+            yield from report(self, run, engine_failures(run), "The PD KV-transfer engine failed")
             return
         rooms = sorted({e.get("bootstrap_room") for e in fails if e.get("bootstrap_room") is not None})
         sides: dict[str, set[int]] = {}

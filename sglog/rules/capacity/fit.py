@@ -36,11 +36,22 @@ class PoolFit:
         return self.mfs_needed is not None and self.mfs_upper is not None and self.mfs_needed <= self.mfs_upper
 
     @property
-    def context_cap(self) -> int | None:
-        """The largest --context-length (a multiple of CONTEXT_STEP) the current pool holds."""
-        if not self.pool or self.pool <= CONTEXT_STEP:
+    def reachable_pool(self) -> int | None:
+        """The pool at the largest fraction that keeps the headroom (`mfs_upper`): the current pool
+        plus what the memory left free would hold; the current pool when no more fits."""
+        if not self.pool or self.pool <= 0:
             return None
-        return (self.pool - 8) // CONTEXT_STEP * CONTEXT_STEP
+        if self.mfs_upper is None or self.mfs is None or not self.total_gb or not self.bytes_per_token or self.mfs_upper <= self.mfs:
+            return self.pool
+        return self.pool + int((self.mfs_upper - self.mfs) * self.total_gb * GiB / self.bytes_per_token)
+
+    @property
+    def context_cap(self) -> int | None:
+        """The largest --context-length (a multiple of CONTEXT_STEP) the reachable pool holds."""
+        reach = self.reachable_pool
+        if not reach or reach <= CONTEXT_STEP:
+            return None
+        return (reach - 8) // CONTEXT_STEP * CONTEXT_STEP
 
 
 def pool_fit(run, tokens: int, headroom_gb: float, headroom_share: float, min_kv_gb: float) -> PoolFit:

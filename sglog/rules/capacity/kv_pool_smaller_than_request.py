@@ -94,10 +94,18 @@ class KvPoolSmallerThanRequest(Rule):
             else:
                 why = f"the log lacks {' and '.join(fit.missing) or 'the memory lines'} to compute a fraction"
             cap = fit.context_cap
+            reach = fit.reachable_pool
             if cap and not starved:
+                grow = reach is not None and reach > pool and fit.mfs_upper is not None
+                args = {"--context-length": str(cap)}
+                if grow:
+                    args = {"--mem-fraction-static": f"{fit.mfs_upper:.2f}", **args}
+                    pool_txt = f"--mem-fraction-static {fit.mfs_upper:.2f} grows the pool from {pool:,} to ~{reach:,} tokens and --context-length {cap} makes the limit that pool's"
+                else:
+                    pool_txt = f"--context-length {cap} makes the limit the pool's ({pool:,} tokens, rounded down to 1024)"
                 fix = Fix(
-                    summary=f"{why[:1].upper()}{why[1:]}: --context-length {cap} makes the limit the pool's ({pool:,} tokens, rounded down to 1024); more capacity needs --kv-cache-dtype fp8_e4m3, more GPUs (--tp) or a quantized checkpoint.",
-                    args={"--context-length": str(cap)},
+                    summary=f"{why[:1].upper()}{why[1:]}: {pool_txt}; more capacity needs --kv-cache-dtype fp8_e4m3, more GPUs (--tp) or a quantized checkpoint.",
+                    args=args,
                     safety=f"--context-length {cap} refuses prompts longer than {cap:,} tokens up front; an fp8 KV cache can cost accuracy.",
                 )
             else:

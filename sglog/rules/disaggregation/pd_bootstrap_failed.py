@@ -189,13 +189,13 @@ class PdBootstrapFailed(CrashRule):
     `Could not fetch bootstrap info` / `Error fetching prefill info from
     bootstrap`, `Decode handshake failed` / `Prefill bootstrap failed` for a
     request, `Some requests timed out when bootstrapping`, transfer-engine
-    initialisation and memory-registration failures); the transfer engines'
-    own errors while connecting (mooncake / NIXL glog lines at ERROR, UCX
-    `ERROR` lines, before the server serves; a missing segment in mooncake's
-    metadata service at any time); and a native crash inside the transfer
-    libraries (UCX, NIXL, mooncake) before the server serves.  A request's KV
-    transfer that fails after the set-up (`KVTransferError`, "Prefill/Decode
-    transfer failed") is kv-transfer-failed's, not this rule's.
+    initialisation and memory-registration failures).  The transfer engines'
+    own errors (mooncake / NIXL glog lines at ERROR and UCX `ERROR` lines
+    while connecting, a segment missing from mooncake's metadata service, a
+    native crash inside UCX, NIXL or mooncake) and a request's KV transfer
+    that fails after the set-up (`KVTransferError`, "Prefill/Decode transfer
+    failed") are kv-transfer-failed's: the KV transfer layer failed, not
+    SGLang's set-up.
 
     ## Why it matters
     Without a working bootstrap no request crosses from prefill to decode:
@@ -242,38 +242,54 @@ class PdBootstrapFailed(CrashRule):
         return SIGNATURE if e.get("named_kind") == "pd_bootstrap_failed" or in_setup(e) else None
 
     def _check(self, run, o) -> Iterator:
-        found = failures(run)
-        if not found:
-            return
-        pd = _pd_run(run)
-        if pd is False and not any(f.stage not in ("transport", "native", "metadata") for f in found):
-            return  # a transfer engine's errors in a run that is not PD (e.g. a HiCache store): not a bootstrap
-        stages = sorted({f.stage for f in found}, key=STAGE_ORDER.index)
-        lead = next(f for f in found if f.stage == stages[0])
-        backend = lead.backend or (run.args or {}).get("disaggregation_transfer_backend")
-        ranks = sorted({f.event.rank.label for f in found if f.event.rank is not None}, key=lambda r: (len(r), r))
-        words = _STAGE_WORDS[lead.stage].format(backend=f"{backend} " if backend else "")
-        where = f" on {len(ranks)} ranks ({', '.join(ranks[:4])}{' ...' if len(ranks) > 4 else ''})" if len(ranks) > 1 else (f" on {ranks[0]}" if ranks else "")
-        n = len(found)
-        more = f"; {n} failure lines" + (f" ({', '.join(stages)})" if len(stages) > 1 else "") if n > 1 else ""
-        msg = f"PD disaggregation could not set up the KV transfer: {words}{where}: {clip(lead.detail.strip(), 200)}{more}."
-        if pd is None:
-            msg = msg[:-1] + " (assumed PD disaggregation: the log has no server args)."
-        ev = exception_evidence(lead.event) if lead.raised else [event_evidence(lead.event)]
-        ev += [event_evidence(f.event) for f in found if f.event is not lead.event][:2]
-        # the bootstrap server's route request just before a transport failure: the handshake was under way
-        route = [e for e in run.events_of("http_access", "aiohttp_access") if str(e.get("path") or "").startswith(BOOTSTRAP_ROUTE) and (e.file, e.line) < (lead.event.file, lead.event.line)]
-        if route and lead.stage in ("native", "transport", "metadata"):
-            ev.insert(0, event_evidence(route[-1], note="the bootstrap route request just before it"))
-        note = [f"{n} failure line{'s' if n != 1 else ''}", f"stages {', '.join(stages)}"]
-        if backend:
-            note.append(f"backend {backend}")
-        if ranks:
-            note.append(f"ranks {', '.join(ranks)}")
-        ev.append(window_evidence(run, "; ".join(note)))
-        addr = next((str(f.event.get("bootstrap_addr")) for f in found if f.event.get("bootstrap_addr")), None)
-        advice = _ADVICE[lead.stage].format(addr=f" ({addr})" if addr else "")
-        ib = (run.args or {}).get("disaggregation_ib_device")
-        if ib and lead.stage in ("engine_init", "memory_registration", "transport"):
-            advice += f" This run passed --disaggregation-ib-device {ib}: check that it is this node's RDMA device."
-        yield self.finding(run, msg, ev, Fix(summary=advice, args={}, safety=self.fix_safety), stages=stages, backend=backend, ranks=ranks, failures=n)
+        found = [f for f in failures(run) if f.stage not in ENGINE_STAGES]
+        yield from report(self, run, found, "PD disaggregation could not set up the KV transfer")
+
+
+# the transfer engine's own errors (its transport, its metadata service, a crash in its library): the
+# KV transfer layer failed, which is kv-transfer-failed's (sglog/rules/platform.py); SGLang's set-up
+# and handshakes are this rule's
+ENGINE_STAGES = ("transport", "native", "metadata")
+
+
+def engine_failures(run) -> list[Failure]:
+    """The transfer engine's own failures (ENGINE_STAGES), for kv-transfer-failed."""
+    return [f for f in failures(run) if f.stage in ENGINE_STAGES]
+
+
+def report(rule, run, found: list[Failure], headline: str) -> Iterator:
+    """The finding of `rule` for these failures: the earliest stage leads, its advice is the fix."""
+    if not found:
+        return
+    pd = _pd_run(run)
+    if pd is False and not any(f.stage not in ENGINE_STAGES for f in found):
+        return  # a transfer engine's errors in a run that is not PD (e.g. a HiCache store): not a bootstrap
+    stages = sorted({f.stage for f in found}, key=STAGE_ORDER.index)
+    lead = next(f for f in found if f.stage == stages[0])
+    backend = lead.backend or (run.args or {}).get("disaggregation_transfer_backend")
+    ranks = sorted({f.event.rank.label for f in found if f.event.rank is not None}, key=lambda r: (len(r), r))
+    words = _STAGE_WORDS[lead.stage].format(backend=f"{backend} " if backend else "")
+    where = f" on {len(ranks)} ranks ({', '.join(ranks[:4])}{' ...' if len(ranks) > 4 else ''})" if len(ranks) > 1 else (f" on {ranks[0]}" if ranks else "")
+    n = len(found)
+    more = f"; {n} failure lines" + (f" ({', '.join(stages)})" if len(stages) > 1 else "") if n > 1 else ""
+    msg = f"{headline}: {words}{where}: {clip(lead.detail.strip(), 200)}{more}."
+    if pd is None:
+        msg = msg[:-1] + " (assumed PD disaggregation: the log has no server args)."
+    ev = exception_evidence(lead.event) if lead.raised else [event_evidence(lead.event)]
+    ev += [event_evidence(f.event) for f in found if f.event is not lead.event][:2]
+    # the bootstrap server's route request just before a transport failure: the handshake was under way
+    route = [e for e in run.events_of("http_access", "aiohttp_access") if str(e.get("path") or "").startswith(BOOTSTRAP_ROUTE) and (e.file, e.line) < (lead.event.file, lead.event.line)]
+    if route and lead.stage in ("native", "transport", "metadata"):
+        ev.insert(0, event_evidence(route[-1], note="the bootstrap route request just before it"))
+    note = [f"{n} failure line{'s' if n != 1 else ''}", f"stages {', '.join(stages)}"]
+    if backend:
+        note.append(f"backend {backend}")
+    if ranks:
+        note.append(f"ranks {', '.join(ranks)}")
+    ev.append(window_evidence(run, "; ".join(note)))
+    addr = next((str(f.event.get("bootstrap_addr")) for f in found if f.event.get("bootstrap_addr")), None)
+    advice = _ADVICE[lead.stage].format(addr=f" ({addr})" if addr else "")
+    ib = (run.args or {}).get("disaggregation_ib_device")
+    if ib and lead.stage in ("engine_init", "memory_registration", "transport"):
+        advice += f" This run passed --disaggregation-ib-device {ib}: check that it is this node's RDMA device."
+    yield rule.finding(run, msg, ev, Fix(summary=advice, args={}, safety=rule.fix_safety), stages=stages, backend=backend, ranks=ranks, failures=n)
