@@ -51,7 +51,8 @@ def test_every_template_is_in_the_shipped_catalogue(template):
 def test_every_name_is_an_event_kind_with_typed_fields():
     for template, name in {**named.SGLANG, **named.FOREIGN}.items():
         cls = KIND_CLASSES[name.kind]
-        assert name.kind in NAMED_KINDS or name.kind == "memory_summary", name.kind
+        old_wording = name.kind in ("memory_summary", "prefill_batch", "decode_batch")  # a grammar kind's older wordings
+        assert name.kind in NAMED_KINDS or old_wording, name.kind
         for f in name.fields:
             assert f is None or f in cls.FIELDS or name.kind == "memory_summary", f"{template!r}: {f} is not in {cls.__name__}.FIELDS"
         for f in name.consts:
@@ -190,3 +191,20 @@ def test_the_new_rule_modules_are_pure():
                     assert not any(m.split(".")[0] in ("subprocess", "socket", "time", "random", "re") for m in mods), f"{path.name}: {mods}"
                     assert not any(m.startswith("sglog.read") for m in mods), f"{path.name}: a rule reads events, not the reader"
     assert re.fullmatch(r"SGL\d{3}", "SGL206")
+
+
+def test_old_batch_wordings_feed_the_batch_frame(tmp_path):
+    """0.1.x's `new fill batch` and bare decode lines (SGLang 0.1.3-0.1.17 source formats) are prefill/decode rows."""
+    import sglog
+
+    log = tmp_path / "v01.log"
+    log.write_text(
+        "new fill batch. #seq: 2. #cached_token: 5. #new_token: 90. #remaining_req: 3. #running_req: 1\n"
+        "new fill batch. #seq: 1. #cached_token: 0. #new_token: 9. #remaining_req: 0. #running_req: 0. tree_cache_hit_rate: 0.00%.\n"
+        "#running-req: 3, #token: 120, token usage: 0.01, gen throughput (token/s): 45.20, #queue-req: 0\n",
+        encoding="utf-8",
+    )
+    (run,) = sglog.load(log)
+    rows = run.batches.sort("line").select("kind", "new_seq", "cached_token", "new_token", "queue_req", "running_req", "gen_throughput").rows()
+    assert rows == [("prefill_batch", 2, 5, 90, 3, 1, None), ("prefill_batch", 1, 0, 9, 0, 0, None), ("decode_batch", None, None, None, 0, 3, 45.2)]
+    assert not {"sum", "arg4", "len_can_run_list"} & set(run.batches.columns)  # the miner's placeholder names stay out

@@ -204,7 +204,22 @@ SUMMARIES: dict[str, Name] = {
     ),
 }
 
-SGLANG: dict[str, Name] = {**REQUESTS, **NUMERICS, **DISAGGREGATION, **HYBRID, **SUMMARIES}
+# ------------------------------------------------------------------ batches (old wordings)
+# the scheduler's batch lines as 0.1.x printed them (the grammar names 0.1.17+'s `Prefill batch.` /
+# `Decode batch.` lines): the same numbers under today's field names, so timelines and rules read them
+BATCHES: dict[str, Name] = {
+    "new fill batch. #seq: {}. #cached_token: {}. #new_token: {}. #remaining_req: {}. #running_req: {}": _n(
+        "prefill_batch", "new_seq", "cached_token", "new_token", "queue_req", "running_req"
+    ),
+    "new fill batch. #seq: {}. #cached_token: {}. #new_token: {}. #remaining_req: {}. #running_req: {}. tree_cache_hit_rate: {}%.": _n(
+        "prefill_batch", "new_seq", "cached_token", "new_token", "queue_req", "running_req", "cache_hit_rate"
+    ),
+    "#running-req: {}, #token: {}, token usage: {}, gen throughput (token/s): {}, #queue-req: {}": _n(
+        "decode_batch", "running_req", "token", "token_usage", "gen_throughput", "queue_req", sources=("srt/managers/router/",)
+    ),
+}
+
+SGLANG: dict[str, Name] = {**REQUESTS, **NUMERICS, **DISAGGREGATION, **HYBRID, **SUMMARIES, **BATCHES}
 """SGLang's own messages (catalogue templates) -> what they are."""
 
 FOREIGN: dict[str, Name] = {

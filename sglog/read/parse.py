@@ -347,11 +347,12 @@ class RecordParser:
             out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}
             if m.shared:
                 out["shared"] = m.shared
-            for name, value in m.fields.items():
-                out[name if name not in out else f"arg_{name}"] = value
             named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
             if named is not None:
-                out.update(named[1])
+                out.update(named[1])  # (its field names, not the miner's placeholder names)
+            else:
+                for name, value in m.fields.items():
+                    out[name if name not in out else f"arg_{name}"] = value
             out.update(prefix)
         if len(self.catalogue_memo) < _MEMO_MAX:
             self.catalogue_memo[message] = out
