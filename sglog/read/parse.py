@@ -282,9 +282,10 @@ class RecordParser:
         common = {"file": self.file, "line": rec.line, "end_line": rec.end_line, "text": "\n".join(rec.raw)}
         if rec.mode == "blank":
             return make("blank", **common)
-        first, ts, has_date, rank, ray = self.envelope(rec.lines[0])
+        logical = rec.logical  # (a line a page wrapped is one line again)
+        first, ts, has_date, rank, ray = self.envelope(logical[0])
         common.update(ts=ts, ts_has_date=has_date, rank=rank)
-        lines = [first] + rec.lines[1:]
+        lines = [first] + logical[1:]
         if rec.mode == "traceback":
             kind, fields = blocks.read_traceback(lines, self.raised)
             return make(kind, fields=_with_ray(named_messages.name_block(blocks.enrich(kind, fields, lines, rank)), ray), **common)

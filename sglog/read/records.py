@@ -52,10 +52,35 @@ class Record:
     lines: list[str]  # cleaned text of each physical line
     raw: list[str]  # raw text of each physical line (no line terminator)
     mode: str = "line"  # line | traceback | fatal | cpp | native | wrapped | warning | indent | call_log | blank | sglang | newline
+    # physical lines that go on the line before them (a page wrapped it): index -> the text between
+    # them ('' or ' '); ``logical`` holds the lines as they were written
+    glue: dict[int, str] | None = None
 
     @property
     def text(self) -> str:
-        return "\n".join(self.lines)
+        return "\n".join(self.logical)
+
+    @property
+    def logical(self) -> list[str]:
+        """The cleaned lines as they were before a page wrapped them (``lines`` keeps one per physical line)."""
+        if not self.glue:
+            return self.lines
+        out: list[str] = []
+        for i, t in enumerate(self.lines):
+            if i in self.glue and out:
+                out[-1] += self.glue[i] + t
+            else:
+                out.append(t)
+        return out
+
+    def go_on(self, text: str, raw: str, lineno: int, joiner: str) -> None:
+        """The next physical line continues this record's last line (with ``joiner`` between)."""
+        if self.glue is None:
+            self.glue = {}
+        self.glue[len(self.lines)] = joiner
+        self.lines.append(text)
+        self.raw.append(raw)
+        self.end_line = lineno
 
 
 def clean(raw: str) -> str:
@@ -229,7 +254,7 @@ class Folder:
         text = clean(raw if inner is None else inner)
         if not text or text.isspace():  # (blank: the test of `not text.strip()`, without a copy)
             cur = self._cur
-            if cur is not None and (cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning") or (cur.mode == "newline" and len(cur.lines) == 1)):
+            if cur is not None and (cur.mode in ("traceback", "fatal", "cpp", "wrapped", "warning") or (cur.mode == "newline" and len(cur.logical) == 1)):
                 self._blanks.append((lineno, raw))
             else:
                 self._close()
@@ -237,9 +262,7 @@ class Folder:
             return
         cur = self._cur
         if self.wrap and cur is not None and not self._blanks and len(cur.raw[-1]) == self.wrap and not text[:1].isspace() and not is_start(text):
-            cur.lines[-1] += text  # the rest of a line the page wrapped: one line again for the parser
-            cur.raw.append(raw)
-            cur.end_line = lineno
+            cur.go_on(text, raw, lineno, "")  # the rest of a line the page wrapped: one line again for the parser
             return
         if cur is not None and self._continues(text):
             self._take_blanks()
@@ -251,9 +274,7 @@ class Folder:
         if cur is not None and not self._blanks and len(cur.lines) == 1 and cur.mode in ("line", "sglang") and not is_start(text):
             joiner = rewrapped(_message_of(cur.lines[0]), text)
             if joiner is not None:
-                cur.lines[0] += joiner + text  # a line a web page wrapped: one line again for the parser
-                cur.raw.append(raw)
-                cur.end_line = lineno
+                cur.go_on(text, raw, lineno, joiner)  # a line a web page wrapped: one line again for the parser
                 return
         self._close()
         self._open(lineno, text, raw)
@@ -344,7 +365,7 @@ class Folder:
             elif not self._seen_exception:
                 # the exception line; one whose type TB_EXCEPTION's suffixes miss counts where frames end
                 self._seen_exception = _EXCEPTION.match(text) is not None or (
-                    _EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.lines)
+                    _EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.logical)
                 )
 
     def _continues(self, text: str) -> bool:
@@ -378,7 +399,7 @@ class Folder:
         if mode == "call_log":
             return bool(_CALL_LOG_INNER.match(text))
         if mode == "newline":
-            return len(self._cur.lines) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
+            return len(self._cur.logical) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
         if mode == "fatal":
             return bool(_FATAL_INNER.match(text))
         if mode == "cpp":
@@ -399,9 +420,9 @@ class Folder:
         line after indented lines, or a warning's `warnings.warn(` echo after its indented message
         lines.  The record's lines join only if no grammar rule reads them."""
         cur = self._cur  # (a "line" record has no envelope: see _open)
-        first = cur.lines[0]
+        first = cur.logical[0]
         if not text[:1].isspace():
-            if (cur.mode == "line" and len(cur.lines) > 1) or not _EXCEPTION.match(text) or is_start(text) or _standalone(text):
+            if (cur.mode == "line" and len(cur.logical) > 1) or not _EXCEPTION.match(text) or is_start(text) or _standalone(text):
                 return False
             if cur.mode == "line" and (_standalone(first) or _FRAGMENT.match(first)):
                 return False
@@ -422,7 +443,7 @@ class Folder:
     def _headless_source(self) -> bool:
         """A traceback record that is only indented lines (no head, frame or exception yet)."""
         cur = self._cur
-        return not self._seen_exception and not any(_TB_FRAME.match(t) or "Traceback (most recent" in t for t in cur.lines)
+        return not self._seen_exception and not any(_TB_FRAME.match(t) or "Traceback (most recent" in t for t in cur.logical)
 
 
 _FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "warning", "frame": "traceback", "exception": "traceback"}
