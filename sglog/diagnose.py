@@ -229,7 +229,21 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "evidence": [evidence_dict(e) for e in f.evidence],
         "fix": f.fix.to_dict() if f.fix else None,
         "superseded": [x.to_dict() for x in f.superseded],
+        "details": _plain(f.details),  # the numbers the rule computed (a window's start, end, before, after ...)
     }
+
+
+def _plain(value: Any) -> Any:
+    """A finding's details as JSON values: times as ISO text, tuples and sets as lists."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in (sorted(value, key=str) if isinstance(value, (set, frozenset)) else value)]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def document(runs, findings: list[Finding], coverage: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,28 @@ ERROR_PHASES = (
 )
 FORWARD_PHASES = ("prefill", "decode", "forward")
 
+# how a phase reads in a sentence ("crashed during KV-pool allocation"); the names above stay the data
+PHASE_WORDS = {
+    "startup": "startup",
+    "launch": "launch",
+    "distributed_init": "distributed initialisation",
+    "weight_load": "weight loading",
+    "kv_pool": "KV-pool allocation",
+    "cuda_graph_capture": "CUDA-graph capture",
+    "draft_weight_load": "draft-model weight loading",
+    "draft_kv_pool": "draft KV-pool allocation",
+    "draft_cuda_graph_capture": "draft CUDA-graph capture",
+    "warmup": "warm-up",
+    "serving": "serving",
+    # phases only an error's frames tell (sglog/read/frames.py)
+    "attention_backend_init": "attention-backend initialisation",
+    "pd_transfer": "PD disaggregation's KV-transfer set-up or transfer",
+    "shutdown": "shutdown",
+    "prefill": "a prefill forward pass",
+    "decode": "a decode forward pass",
+    "forward": "a forward pass",
+}
+
 # timeline windows (sglog/timeline.py)
 WINDOW_COLUMNS = (
     "window_start",

@@ -21,6 +21,18 @@ ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "fixtures" / "logs" / "real"
 FILES = sorted(p.name for p in REAL.glob("*.log"))
 MIN_COVERAGE = 0.99
+# the logs below MIN_COVERAGE, each with the floor it must keep and why its lines are not named (a
+# name for them would be a rule for one corpus line, or a catch-all): the README's "How it reads a log"
+KNOWN_GAPS = {
+    # the paste cut its first line mid-text, and py-spy's "not found" message is in no source the miner reads
+    "206-deepseek-r1-0528-dp4-tp4-decode-hang-watchdog-timeout-pyspy-missing.log": 0.66,
+    # sglang-omni's own pipeline messages: a wrapper project, not SGLang
+    "216-v0519-sglang-omni-stage-engine-unregistered-arch-valueerror-pytest.log": 0.93,
+    # holdout (never opened): v0.1's rpyc model-server lines
+    "223-v01-llava34b-tp2-rpyc-startup-tiny-kv-pool-fill-batch.log": 0.72,
+    # holdout (never opened): a custom router's handler lines between SGLang's
+    "231-deepseek-r1-dp8-tbo-decode-per-rank-mixed-with-custom-router-handler-lines.log": 0.81,
+}
 
 
 @functools.cache
@@ -42,7 +54,9 @@ def stats(name: str) -> dict:
 
 
 def test_corpus_is_complete() -> None:
-    assert len(FILES) == 34
+    assert len(FILES) == 67  # 001-048 and 201-233 (234-238 are other servers': fixtures/logs/foreign/real)
+    assert set(KNOWN_GAPS) <= set(FILES)
+    assert sum(stats(n)["coverage"] >= MIN_COVERAGE for n in FILES) >= len(FILES) - len(KNOWN_GAPS)
     sources = (REAL / "SOURCES.md").read_text(encoding="utf-8")
     for name in FILES:
         assert f"`{name}`" in sources, f"{name} has no source in SOURCES.md"
@@ -51,9 +65,10 @@ def test_corpus_is_complete() -> None:
 @pytest.mark.parametrize("name", FILES)
 def test_coverage(name: str) -> None:
     entry = stats(name)
-    assert entry["coverage"] >= MIN_COVERAGE, f"{name}: {entry['unparsed']} unparsed lines"
+    floor = KNOWN_GAPS.get(name, MIN_COVERAGE)
+    assert entry["coverage"] >= floor, f"{name}: {entry['unparsed']} unparsed lines"
     nonblank = entry["lines"] - entry["blank"]
-    assert entry["unparsed"] <= (1 - MIN_COVERAGE) * nonblank
+    assert entry["unparsed"] <= (1 - floor) * nonblank
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -188,7 +188,7 @@ def test_document_shape():
     for r in doc["runs"]:  # (the merged flag change: tests/test_actionable.py)
         assert list(r)[-4:] == ["suggested_args", "suggested_args_sources", "suggested_command", "suggested_command_base"]
     for f in doc["findings"]:
-        assert list(f) == ["code", "name", "severity", "message", "run", "evidence", "fix", "superseded"]
+        assert list(f) == ["code", "name", "severity", "message", "run", "evidence", "fix", "superseded", "details"]
         for e in f["evidence"]:
             assert list(e) == ["file", "line", "text"]
         assert f["fix"] is None or list(f["fix"]) == ["summary", "args", "safety"]

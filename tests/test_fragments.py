@@ -4,6 +4,7 @@ Every failing case of every rule (tests/rules/*.cases: most are real corpus line
 a pasted excerpt is cut, and the rule must still fire on each cut that keeps its evidence:
 
 * tail: from the first line the full finding cites (the server args and the startup before it go);
+  for a rule that compares a window with the time before it, from the first serving line;
 * head: up to the end of the last block the finding cites, for findings whose evidence is lines (a
   finding over a window of batch lines needs its window: the cases are as small as each rule's minimum,
   so a head cut of them is a different case, and a rule comparing a window with the time before it has
@@ -50,6 +51,9 @@ def cuts(tmp_path: Path, rule, case: dict) -> dict[str, list[str]]:
         "no-ranks": [RANK.sub(r"\1]", x) for x in lines],
     }
     if type(rule).__module__.startswith(WINDOW_AREA):
+        # the change needs its "before": the tail is the serving part, without the launch and startup
+        first = min((r for run in runs for r in _served_lines(run)), default=cited[0])
+        out["tail"] = lines[first - 1 :]
         return out
     if all(e.line for f in full for e in f.evidence):
         last = cited[-1]
@@ -57,6 +61,12 @@ def cuts(tmp_path: Path, rule, case: dict) -> dict[str, list[str]]:
         end = last + (block.text.count("\n") if block is not None and block.text else 0)
         out["head"] = lines[:end]
     return out
+
+
+def _served_lines(run) -> list[int]:
+    """The lines of a run's batches and request lines."""
+    rows = run.batches.get_column("line").to_list() if run.batches.height and "line" in run.batches.columns else []
+    return rows + [e.line for e in run.events_of("request_log", "retraction")]
 
 
 def failing_cases():

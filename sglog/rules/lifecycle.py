@@ -9,7 +9,7 @@ import polars as pl
 
 from sglog.findings import Fix
 from sglog.rules import facts
-from sglog.runs import PHASE_WORDS as RUN_PHASE_WORDS
+from sglog.schema import PHASE_WORDS as RUN_PHASE_WORDS
 from sglog.rules.ownership import FALLBACK, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, row_evidence
 

@@ -86,12 +86,18 @@ class QueueGrowth(Rule):
         peak = dur.get_column("value").max()
         usage, running = dur.get_column("usage").median(), dur.get_column("load").median()
         cap = run.memory.max_running_requests
-        at_cap = cap is not None and dur.get_column("load_max").max() is not None and dur.get_column("load_max").max() >= cap
+        top, low = dur.get_column("load_max").max(), dur.get_column("load").min()
+        at_cap = cap is not None and top is not None and top >= cap
+        assumed = ""
+        if cap is None and top and low is not None and low >= top:
+            # an excerpt without the summary line: #running-req pinned at one value while the queue grows is a cap
+            cap, at_cap = int(top), True
+            assumed = " (the log does not show --max-running-requests: a #running-req pinned at one value while the queue grows is taken as the cap)"
         if usage is not None and usage >= o["full_usage"]:
             kind, why = "capacity-bound", f"KV usage was {usage:.2f}, the pool is full and requests wait for memory"
             summary = "Capacity-bound: grow the KV pool (kv-headroom-wasted, --kv-cache-dtype fp8_e4m3), add replicas (--dp or more servers) or lower the load."
         elif at_cap:
-            kind, why = "scheduler-bound", f"#running-req reached --max-running-requests ({cap}) with KV usage {usage:.2f}" if usage is not None else f"#running-req reached --max-running-requests ({cap})"
+            kind, why = "scheduler-bound", (f"#running-req reached --max-running-requests ({cap}) with KV usage {usage:.2f}" if usage is not None else f"#running-req reached --max-running-requests ({cap})") + assumed
             summary = f"Scheduler-bound by the request cap: raise --max-running-requests above {cap} (scheduler-too-conservative computes a value)."
         elif usage is not None and usage <= o["idle_usage"]:
             kind, why = "scheduler-bound", f"KV usage was only {usage:.2f}, memory is free but the scheduler does not admit them"
