@@ -116,4 +116,7 @@ class KvPoolSmallerThanRequest(Rule):
                 )
         ev = [event_evidence(pool_ev)] + [x for x in _budget_evidence(run) if x.line != pool_ev.line] + [event_evidence(s.event) for s in refused[:1]]
         severity = None if starved else ("warning" if refused else "info")
+        if severity == "info" and fix.args.get("--context-length"):
+            # no request was refused for it: a shorter context is a choice to offer, not a change to make
+            fix = Fix(summary=fix.summary + " (Not in the suggested change: no request was refused for it in this log.)", args={k: v for k, v in fix.args.items() if k != "--context-length"}, safety=fix.safety)
         yield self.finding(run, msg, ev, fix, severity=severity, pool_tokens=pool, context_len=ctx, mfs_needed=fit.mfs_needed, mfs_upper=fit.mfs_upper, refused=len(refused))
