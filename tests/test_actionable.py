@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -26,9 +25,8 @@ from sglog.rules.base import bare_symbols, doc_symbols
 from sglog.runs import Run
 from test_rules import CASES, all_cases, load_cases, run_case
 
-ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / "fixtures" / "logs"
-STORY = LOGS / "story"
+from conftest import LOGS, STORY
+
 FIXTURE_LOGS = sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix in (".log", ".gz", ".zst") and "foreign" not in p.parts)
 FAILING = [c for c in all_cases() if c.values[1]["expect"] == "fail"]
 

@@ -12,7 +12,8 @@ import pytest
 
 from sglog.read import cache
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 LOG = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 
 

@@ -13,6 +13,8 @@ from sglog.errors import ExitCode, InternalError
 from sglog.read import catalog
 from sglog.read.catalog import Catalogue, CatalogueError, CatalogueMatch
 
+from conftest import FIXTURES
+
 RELEASES = ["0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.4.6.post5", "0.5.10", "0.5.23"]
 
 
@@ -253,7 +255,7 @@ def test_corrupt_file_names_it(tmp_path, payload):
 
 # ---- the shipped catalogue, on real lines
 
-SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "catalog" / "sample.log"
+SAMPLE = FIXTURES / "catalog" / "sample.log"
 PREFIX = re.compile(r"\[(?:gpu=\d+|[^\]]*\d\d:\d\d:\d\d[^\]]*)\] ")
 
 # (template, source module) per `# sglang` line of the sample, in order: 0.2.13, 0.3.x, 2024, 0.5.x

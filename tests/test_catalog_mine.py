@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 SHIPPED = ROOT / "sglog" / "read" / "data" / "catalog.json.gz"
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-STORY = ROOT / "fixtures" / "logs" / "story"
+from conftest import STORY
+
 OOM = STORY / "eagle3-oom-auto.log"
 FIXED = STORY / "eagle3-fixed-v2.log"
 

@@ -13,8 +13,8 @@ import pytest
 
 from sglog.commands import window as window_module
 
-ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / "fixtures" / "logs"
+from conftest import LOGS
+
 TWO = LOGS / "constructed" / "two-launches.log"  # a crash (08:17, TP2) and a relaunch (08:18-08:30) in one file
 SERVING = LOGS / "story" / "baseline-cgbs128.log"  # decode batches 09:23-09:29, TP0
 DP4 = LOGS / "real" / "019-deepseek-r1-w4a8-ascend-npu-tp16-dp4-ep-eagle-benchmark.log"  # decode batches of DP0..DP3

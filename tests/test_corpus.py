@@ -12,13 +12,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
+from conftest import REAL, ROOT
+
 FILES = sorted(p.name for p in REAL.glob("*.log"))
 MIN_COVERAGE = 0.99
 # the logs below MIN_COVERAGE, each with the floor it must keep and why its lines are not named (a

@@ -19,8 +19,8 @@ from sglog.diagnose import diagnose_runs, looks_like_sglang
 from sglog.read.parse import parse_file
 from sglog.runs import build_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
+from conftest import REAL, ROOT
+
 FOREIGN = ROOT / "fixtures" / "logs" / "foreign" / "real"
 
 # from corpus/real/INDEX.md, column `expected` (verbatim)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,11 +15,9 @@ from sglog.diagnose import diagnose_runs, document, looks_like_sglang, merged_ar
 from sglog.read.parse import parse_file
 from sglog.rules import RULES
 
-ROOT = Path(__file__).resolve().parent.parent
-STORY = ROOT / "fixtures" / "logs" / "story"
-FOREIGN = ROOT / "fixtures" / "logs" / "foreign"
+from conftest import FOREIGN, FRAGMENTS, ROOT, STORY
+
 FOREIGN_LOGS = sorted(FOREIGN.glob("*.log"))
-FRAGMENTS = ROOT / "fixtures" / "logs" / "fragments"
 # the server each foreign log must be named as (sglog/read/evidence.py::OTHER_SERVERS)
 FOREIGN_SERVER = {"tgi-2.4.log": "TGI", "vllm-0.6-oom.log": "vLLM", "vllm-0.8-serve.log": "vLLM", "llamacpp-server.log": "llama.cpp",
                   "ollama-serve.log": "Ollama", "lmdeploy-serve.log": "LMDeploy", "tensorrt-llm-triton.log": "TensorRT-LLM"}

@@ -6,7 +6,6 @@ the machine (no clock, no absolute paths), so the snapshots are stable.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -15,8 +14,8 @@ from sglog.diagnose import diagnose_runs, document, looks_like_sglang
 from sglog.read.parse import parse_file
 from sglog.runs import build_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
+from conftest import REAL, ROOT
+
 LOGS = sorted(p.name for p in REAL.glob("*.log"))
 
 # healthy runs according to the corpus index (fixtures/logs/real/SOURCES.md): they may get warnings, never errors

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -16,7 +15,8 @@ from sglog.cli import app
 from sglog.errors import InputError, UsageError
 from sglog.render.diff import render_markdown, render_rich
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 STORY_DIR = "fixtures/logs/story"
 TWO_LAUNCHES = "fixtures/logs/constructed/two-launches.log"
 

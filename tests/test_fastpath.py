@@ -22,7 +22,7 @@ from sglog.read import fastpath, grammar
 from sglog.read.parse import comparable, RecordParser, parse_file
 from sglog.read.records import Record
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 
 def _generator():

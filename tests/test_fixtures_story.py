@@ -17,10 +17,7 @@ import pytest
 
 from sglog.read.parse import ParsedLog, parse_file
 
-ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / "fixtures" / "logs"
-STORY = LOGS / "story"
-CONSTRUCTED = LOGS / "constructed"
+from conftest import CONSTRUCTED, LOGS, ROOT, STORY
 
 STORY_FILES = [
     "baseline-cgbs512",

@@ -26,7 +26,7 @@ from sglog.events import BLOCK_KINDS, KIND_CLASSES, SPECIAL_KINDS
 from sglog.read.parse import RecordParser
 from sglog.read.records import fold
 
-LINES = Path(__file__).resolve().parent.parent / "fixtures" / "lines"
+from conftest import LINES
 
 
 # ---------------------------------------------------------------- loading

@@ -8,12 +8,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 LOGS = sorted(p for p in (ROOT / "fixtures" / "logs").rglob("*.log") if p.stat().st_size < 64 << 10)
 SGLOG = [sys.executable, "-m", "sglog"]
 

@@ -12,7 +12,6 @@ import gzip
 import json
 import re
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,7 @@ from sglog.events import KIND_CLASSES, NAMED_KINDS
 from sglog.read import catalog, named
 from sglog.rules.said import said
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
+from conftest import REAL, ROOT
 
 
 def _catalogue_templates() -> dict[str, list[dict]]:

@@ -7,7 +7,6 @@ and the fan-out (SIGQUIT, "child failed", the same error on other ranks) is the 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 from test_rules import CASES, load_cases
@@ -17,7 +16,8 @@ import sglog.rules
 from sglog.rules import RULES, facts, ownership
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 CRASH_RULES = [r for r in RULES if isinstance(r, CrashRule)]
 
 

@@ -12,9 +12,7 @@ import pytest
 
 from sglog.read.records import Folder, clean, fold
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
-LINES = ROOT / "fixtures" / "lines"
+from conftest import LINES, REAL
 
 
 def _fold_text(text: str) -> list[tuple[int, int, str]]:

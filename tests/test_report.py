@@ -18,7 +18,8 @@ from sglog.cli import app
 from sglog.report import chart_specs, collect, pick_window, render_files, render_markdown, spec_json
 from sglog.report.escape import code, code_block, inline, safe_name
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 STORY = "fixtures/logs/story"
 REAL = "fixtures/logs/real"
 

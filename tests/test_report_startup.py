@@ -11,8 +11,8 @@ import pytest
 from sglog.report import chart_specs, collect, render_markdown
 from sglog.report.charts import drawn_startup, launch_in_log, startup_chart, startup_rows
 
-ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / "fixtures" / "logs"
+from conftest import LOGS
+
 # the launch is not in these logs (each is a real excerpt; fixtures/logs/real/SOURCES.md):
 CRASH_AT_FIRST_SECOND = LOGS / "real" / "001-glm45-air-tp2-3090-startup-oom-flashinfer-workspace.log"  # capture begins, OOM, same second
 NO_LAUNCH_WITH_SPAN = LOGS / "real" / "027-deepseek-r1-4node-a100-tp32-load-weights-before-watchdog.log"  # 118 s of weight loading

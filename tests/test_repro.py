@@ -27,11 +27,10 @@ from sglog.repro import plan as rplan
 from sglog.repro.live import LiveStatus
 from sglog.runs import load_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-STANDIN = ROOT / "tests" / "standin"
+from conftest import ROOT, STANDIN, STORY
+
 OOM = STANDIN / "logs" / "eagle3-oom.log"
 OK = STANDIN / "logs" / "eagle3-ok.log"
-STORY = ROOT / "fixtures" / "logs" / "story"
 LAUNCHER = f"{shlex.quote(sys.executable)} {shlex.quote(str(STANDIN / 'sglang_standin.py'))}"
 BENCH = f"{shlex.quote(sys.executable)} {shlex.quote(str(STANDIN / 'bench_standin.py'))}"
 HOSTILE = "a b;c $(touch PWNED) `touch PWNED2` 'sq' \"dq\"\nnext line\\"

@@ -26,8 +26,8 @@ import sglog
 from sglog.findings import SEVERITIES, SEVERITY_RANK
 from sglog.rules import DOC_SECTIONS, RULES, choose, get_rule
 
-ROOT = Path(__file__).resolve().parent.parent
-CASES = Path(__file__).resolve().parent / "rules"
+from conftest import CASES, ROOT
+
 _REPEAT = re.compile(r"^# repeat (\d+) from (\d\d:\d\d:\d\d)(?: on (\d{4}-\d\d-\d\d))?(?: every (\d+))?: (.*)$")
 
 

@@ -8,15 +8,14 @@ import doctest
 import json
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
 from sglog import runs as sruns
 from sglog.runs import load_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-CONSTRUCTED = ROOT / "fixtures" / "logs" / "constructed"
+from conftest import CONSTRUCTED, ROOT
+
 TWO = CONSTRUCTED / "two-launches.log"  # a crash and a relaunch in one file
 NODE0, NODE1 = CONSTRUCTED / "node0.log", CONSTRUCTED / "node1.log"  # one launch over two nodes
 OOM = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"

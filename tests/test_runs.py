@@ -13,9 +13,7 @@ import sglog
 from sglog import timeline
 from sglog.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
-STORY = ROOT / "fixtures" / "logs" / "story"
-REAL = ROOT / "fixtures" / "logs" / "real"
+from conftest import REAL, STORY
 
 ARGS = (
     "server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "

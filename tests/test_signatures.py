@@ -6,14 +6,13 @@ The lines are real: each comes from a corpus log (fixtures/logs/real, SOURCES.md
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 import sglog
 from sglog.read import signatures
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 
 @pytest.mark.parametrize(

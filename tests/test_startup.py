@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 LOG = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from sglog.read.parse import SOURCES, parse_file, source_of, unparsed_templates
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 STORY = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 
 MIXED = """[2025-06-26 07:25:31 TP0] Load weight begin. avail mem=78.50 GB

@@ -22,9 +22,8 @@ from sglog.read.parse import RecordParser, parse_file
 from sglog.read.records import fold
 from sglog.schema import ERROR_PHASES
 
-ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "logs" / "real"
-ERRORS = ROOT / "fixtures" / "logs" / "errors"
+from conftest import ERRORS, REAL
+
 ERROR_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error", "native_backtrace")
 
 

@@ -17,7 +17,8 @@ from sglog import schema, timeline
 from sglog.events import to_request_meta
 from sglog.rules import choose, get_rule
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 T0 = datetime(2026, 2, 23, 10, 0, 0)
 
 
