@@ -1,6 +1,6 @@
 # sglog: two commands on a fresh machine
 #   make run    create .venv, install sglog, diagnose a bundled story log
-#   make test   create .venv if needed, run the whole test suite
+#   make test   create .venv if needed, ruff check, ruff format --check, the whole test suite
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,6 +21,8 @@ run: $(STAMP)
 	@$(BIN)/sglog diagnose $(LOG); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 clean:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 # polars' allocator (jemalloc), through its documented setting: hand freed pages back after 1 s
 # instead of keeping them for 10 s (long logs allocate and free hundreds of MB per stage).  Set
@@ -82,7 +82,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    version: Annotated[Optional[bool], typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = None,
+    version: Annotated[bool | None, typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)] = None,
     color: Annotated[Color, typer.Option("--color", metavar="WHEN", help="Colour: auto (a terminal, FORCE_COLOR and NO_COLOR honoured), always or never.")] = Color.auto,
 ) -> None:
     """Log forensics and post-mortems for SGLang inference servers."""
@@ -95,6 +95,7 @@ def _root(
 
 
 # command modules register themselves on `app` (import order = help order)
+# isort: off
 from sglog.commands import diagnose as _diagnose  # noqa: E402,F401
 from sglog.commands import diff as _diff  # noqa: E402,F401
 from sglog.commands import report as _report  # noqa: E402,F401
@@ -102,6 +103,7 @@ from sglog.commands import repro as _repro  # noqa: E402,F401
 from sglog.commands import events as _events  # noqa: E402,F401
 from sglog.commands import runs as _runs  # noqa: E402,F401
 from sglog.commands import rules as _rules  # noqa: E402,F401
+# isort: on
 
 
 def error_line(message: str) -> None:

@@ -12,15 +12,15 @@ Rules are pure; this module is where the evidence text of batch-frame rows
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any
 
 from sglog.findings import SEVERITY_RANK, Evidence, Finding, Superseded
 
 SCHEMA_VERSION = 1
+
 
 class DiagnoseError(KeyError):
     """An unknown rule selector or option (a usage error)."""
@@ -404,10 +404,7 @@ def suggested_change(run, findings: list[Finding]) -> dict[str, Any]:
     mine = [f for f in findings if f.run == run.index]
     decisions = decide(mine)
     args = {flag: d.value for flag, d in decisions.items()}
-    sources = {
-        flag: {"won": d.won.name, "value": d.value, "overridden": [{"rule": f.name, "value": v, "reason": _why(d, f)} for f, v in d.overridden]}
-        for flag, d in decisions.items()
-    }
+    sources = {flag: {"won": d.won.name, "value": d.value, "overridden": [{"rule": f.name, "value": v, "reason": _why(d, f)} for f, v in d.overridden]} for flag, d in decisions.items()}
     plan = relaunch(run, mine) if args else None
     return {
         "suggested_args": args,

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from sglog.read import args as sargs
 from sglog.errors import InputError, UsageError
+from sglog.read import args as sargs
 
 if TYPE_CHECKING:
     from sglog.findings import Finding

@@ -889,9 +889,26 @@ class TestDriver(Event):
     __test__ = False  # not a pytest test class
     kind = "test_driver"
     FIELDS = _k(
-        test_class=to_str, test_method=to_str, settings=to_kv_dict, time=to_str, label=to_str, title=to_str, os=to_str,
-        python=to_str, pytest=to_str, executable=to_str, key=to_str, value=to_str, collected=to_int, deselected=to_int,
-        selected=to_int, node=to_str, outcome=to_str, progress=percent_to_fraction, reason=to_str, output=to_str,
+        test_class=to_str,
+        test_method=to_str,
+        settings=to_kv_dict,
+        time=to_str,
+        label=to_str,
+        title=to_str,
+        os=to_str,
+        python=to_str,
+        pytest=to_str,
+        executable=to_str,
+        key=to_str,
+        value=to_str,
+        collected=to_int,
+        deselected=to_int,
+        selected=to_int,
+        node=to_str,
+        outcome=to_str,
+        progress=percent_to_fraction,
+        reason=to_str,
+        output=to_str,
     )
     TERMS = {
         "TD_CI_METHOD": _t("test_class", "test_method", event="ci_test_method"),
@@ -1309,7 +1326,7 @@ class SglangMessage(Event):
         "An SGLang message that no grammar rule names, named by the catalogue mined from SGLang's source "
         "(sglog/read/catalog.py): `template` (its first line, `{}` for each placeholder), `source` "
         "(module:line), `level`, `versions` (first-last release that has it), `origin` (log, warn, print, "
-        "progress, str, raise), `shared` (\"vllm\" when vLLM prints it too), and one field per placeholder."
+        'progress, str, raise), `shared` ("vllm" when vLLM prints it too), and one field per placeholder.'
     )
 
 
@@ -1353,8 +1370,18 @@ class PdBootstrapFailed(SglangMessage):
     FIELDS = {
         **SglangMessage.FIELDS,
         **_k(
-            stage=to_str, side=to_str, backend=to_str, status=guess, error=to_str, bootstrap_addr=to_str, engine_rank=to_int,
-            dp_group=to_int, transfer_rank=to_int, rid=to_id, bootstrap_room=to_int, retries=to_int,
+            stage=to_str,
+            side=to_str,
+            backend=to_str,
+            status=guess,
+            error=to_str,
+            bootstrap_addr=to_str,
+            engine_rank=to_int,
+            dp_group=to_int,
+            transfer_rank=to_int,
+            rid=to_id,
+            bootstrap_room=to_int,
+            retries=to_int,
         ),
     }
     DOC = (
@@ -1370,8 +1397,20 @@ class HybridPoolFull(SglangMessage):
     FIELDS = {
         **SglangMessage.FIELDS,
         **_k(
-            pool=to_str, stage=to_str, pool_tokens=to_int, sliding_window=to_int, page_size=to_int, pool_gb=to_float, available_gb=to_float,
-            rid=to_id, full_required=to_int, swa_required=to_int, capped_requests=to_int, pool_slots=to_int, slots_per_request=to_int, needed_slots=to_int,
+            pool=to_str,
+            stage=to_str,
+            pool_tokens=to_int,
+            sliding_window=to_int,
+            page_size=to_int,
+            pool_gb=to_float,
+            available_gb=to_float,
+            rid=to_id,
+            full_required=to_int,
+            swa_required=to_int,
+            capped_requests=to_int,
+            pool_slots=to_int,
+            slots_per_request=to_int,
+            needed_slots=to_int,
         ),
     }
     DOC = (

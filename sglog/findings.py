@@ -60,7 +60,9 @@ class Superseded:
     def text(self) -> str:
         """One line: ``--flag 0.85 superseded by rule's 0.89 (opposite ways): reason``."""
         show = lambda v: "removal" if v is None else v  # noqa: E731
-        return f"{self.flag} {'removal' if self.value is None else self.value} superseded by {self.by}'s {show(self.by_value)}{' (the two turn it opposite ways)' if self.opposite else ''}: {self.reason}"
+        return (
+            f"{self.flag} {'removal' if self.value is None else self.value} superseded by {self.by}'s {show(self.by_value)}{' (the two turn it opposite ways)' if self.opposite else ''}: {self.reason}"
+        )
 
 
 @dataclass(frozen=True)

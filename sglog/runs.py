@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from sglog.events import RANK_AXES, Event, Rank
 from sglog.read import args as sargs
 from sglog.read import fastpath
-from sglog.events import RANK_AXES, Event, Rank
 from sglog.read.parse import ParsedLog, parse_file
 from sglog.schema import ENVELOPE_COLUMNS, FORWARD_PHASES, PHASE_WORDS
 
@@ -113,7 +113,6 @@ PHASES = (
     "draft_kv_pool",
     "draft_cuda_graph_capture",
 )
-
 
 
 @dataclass
@@ -248,9 +247,7 @@ class Ending:
             "status": self.status,
             "phase": self.phase,
             "description": self.describe(),
-            "root_cause": None
-            if rc is None
-            else {"kind": rc.kind, "file": rc.file, "line": rc.line, "exc_type": rc.get("exc_type"), "exc_message": rc.get("exc_message")},
+            "root_cause": None if rc is None else {"kind": rc.kind, "file": rc.file, "line": rc.line, "exc_type": rc.get("exc_type"), "exc_message": rc.get("exc_message")},
             "last_ts": _iso(self.last_ts),
         }
 
@@ -820,9 +817,7 @@ def _roll_frame(frame: pl.DataFrame) -> pl.DataFrame:
     # (in line order: a file's frame is kind by kind; several files one after the other)
     frame = frame.sort("line") if frame.get_column("file").n_unique() <= 1 else _files_in_order(frame)
     back = (pl.col("ts").diff() < pl.duration(hours=-1)).fill_null(False).cast(pl.Int64).cum_sum()
-    return frame.with_columns(
-        pl.when(pl.col("ts_has_date")).then(pl.col("ts")).otherwise(pl.col("ts") + pl.duration(days=1) * back).alias("ts")
-    )
+    return frame.with_columns(pl.when(pl.col("ts_has_date")).then(pl.col("ts")).otherwise(pl.col("ts") + pl.duration(days=1) * back).alias("ts"))
 
 
 # ------------------------------------------------------------------ version
@@ -1185,7 +1180,15 @@ def _current_phase(run: Run) -> str | None:
         if any(p.end is None and (r not in later and "-" not in later) for r, p in run.startup.phases[name].per_rank.items()):
             return name
     if last and not run.has("server_ready"):
-        nxt = {"weight_load": "kv_pool", "kv_pool": "cuda_graph_capture", "cuda_graph_capture": "warmup", "draft_weight_load": "draft_kv_pool", "draft_kv_pool": "draft_cuda_graph_capture", "draft_cuda_graph_capture": "warmup", "distributed_init": "weight_load"}
+        nxt = {
+            "weight_load": "kv_pool",
+            "kv_pool": "cuda_graph_capture",
+            "cuda_graph_capture": "warmup",
+            "draft_weight_load": "draft_kv_pool",
+            "draft_kv_pool": "draft_cuda_graph_capture",
+            "draft_cuda_graph_capture": "warmup",
+            "distributed_init": "weight_load",
+        }
         return nxt.get(last, last)
     return "serving"
 

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 import sglog
+from conftest import LOGS, STORY
 from sglog.diagnose import decide, diagnose_runs, document, fix_order, looks_like_sglang, reconcile, suggested_change
 from sglog.findings import Evidence, Finding, Fix
 from sglog.repro.plan import build_plan, quote
@@ -24,8 +25,6 @@ from sglog.rules import RULES, get_rule
 from sglog.rules.base import bare_symbols, doc_symbols
 from sglog.runs import Run
 from test_rules import CASES, all_cases, load_cases, run_case
-
-from conftest import LOGS, STORY
 
 FIXTURE_LOGS = sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix in (".log", ".gz", ".zst") and "foreign" not in p.parts)
 FAILING = [c for c in all_cases() if c.values[1]["expect"] == "fail"]
@@ -263,9 +262,10 @@ def test_json_carries_the_merged_change_per_run(story):
 
 def test_the_command_base_says_what_the_log_showed(tmp_path):
     """server_args: no launch line, the flags the dump shows were set; assumed: neither, only the fixes' flags."""
+
     def first_fail(name: str, want_args: bool) -> list[str]:
         for case in load_cases(CASES / f"{name}.cases"):
-            if case["expect"] == "fail" and any(l.startswith("[") and "server_args=" in l for l in case["lines"]) == want_args:
+            if case["expect"] == "fail" and any(line.startswith("[") and "server_args=" in line for line in case["lines"]) == want_args:
                 return case["lines"]
         raise AssertionError(name)
 
@@ -299,7 +299,20 @@ def test_a_switch_from_a_fix_is_a_bare_flag():
     run = Run(1, ["f.log"], {}, [], pl.DataFrame(), pl.DataFrame(), launch_command=cmd)
     f = _finding("cuda-graph-capture-failed", "error", {"--mem-fraction-static": "0.88", "--disable-cuda-graph": None, "--cuda-graph-max-bs": "128", "--disable-piecewise-cuda-graph": "true"})
     got = suggested_change(run, [f])
-    assert got["suggested_command"] == ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "8", "--mem-fraction-static", "0.88", "--cuda-graph-max-bs", "128", "--disable-piecewise-cuda-graph"]
+    assert got["suggested_command"] == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--tp",
+        "8",
+        "--mem-fraction-static",
+        "0.88",
+        "--cuda-graph-max-bs",
+        "128",
+        "--disable-piecewise-cuda-graph",
+    ]
     assert got["suggested_command_base"] == "launch_line"
 
 
@@ -314,8 +327,8 @@ def test_the_terminal_shows_the_merged_change_and_who_lost(story):
     argv = suggested_change(runs[0], findings)["suggested_command"]
     assert lines[0].strip() == " ".join(quote(w) for w in argv)  # one pasteable line, first
     assert lines[1].strip() == "built on the log's launch command; every fix merged, one value per flag:"
-    assert "--mem-fraction-static 0.88 -> 0.89  cuda-graph-bs-oversized over kv-headroom-too-small's 0.85" in [l.strip() for l in lines]
-    assert "--speculative-eagle-topk 1 (already so)  draft-tree-too-large" in [l.strip() for l in lines]
+    assert "--mem-fraction-static 0.88 -> 0.89  cuda-graph-bs-oversized over kv-headroom-too-small's 0.85" in [line.strip() for line in lines]
+    assert "--speculative-eagle-topk 1 (already so)  draft-tree-too-large" in [line.strip() for line in lines]
     assert len(lines) == 2 + len(suggested_change(runs[0], findings)["suggested_args"])
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sglog.read import cache
-
 from conftest import ROOT
+from sglog.read import cache
 
 LOG = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 

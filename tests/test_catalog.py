@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES
 from sglog.errors import ExitCode, InternalError
 from sglog.read import catalog
 from sglog.read.catalog import Catalogue, CatalogueError, CatalogueMatch
 
-from conftest import FIXTURES
-
 RELEASES = ["0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.4.6.post5", "0.5.10", "0.5.23"]
 
 
-def T(t: str, p: list[str], v: tuple[int, int] = (0, 6), s: str = "srt/x.py:1", l: str = "info", k: str = "log", **kw):
+def T(t: str, p: list[str], v: tuple[int, int] = (0, 6), s: str = "srt/x.py:1", l: str = "info", k: str = "log", **kw):  # noqa: E741 (the catalogue's own one-letter keys)
     return {"t": t, "p": p, "l": l, "k": k, "s": s, "v": list(v), **kw}
 
 
@@ -113,7 +112,7 @@ def test_match_names_the_message(cat):
 
 def test_no_match(cat):
     assert cat.match("Load weight begun. avail mem=75.12 GB") is None
-    assert cat.match("INFO:     127.0.0.1:52314 - \"POST /generate HTTP/1.1\" 200 OK") is None
+    assert cat.match('INFO:     127.0.0.1:52314 - "POST /generate HTTP/1.1" 200 OK') is None
     assert cat.match("") is None and cat.match("   ") is None
     # a full match: text around the message is not the message
     assert cat.match("oops Load weight begin. avail mem=1 GB") is None
@@ -313,10 +312,14 @@ def test_other_programs_lines_are_not_sglang_only_matches():
 
 
 def test_the_log_prefix_source_line_picks_among_matches(tmp_path):
-    data = {"schema": 1, "releases": ["0.5.8", "0.5.22"], "templates": [
-        {"t": "Setting page size to 64 for DeepSeek DSA.", "p": [], "l": "warning", "k": "log", "s": "srt/a/deepseek_v2.py:138", "v": [0, 0]},
-        {"t": "Setting page size to {} for DeepSeek DSA.", "p": ["page_size"], "l": "warning", "k": "log", "s": "srt/b/deepseek_v2.py:173", "v": [1, 1]},
-    ]}
+    data = {
+        "schema": 1,
+        "releases": ["0.5.8", "0.5.22"],
+        "templates": [
+            {"t": "Setting page size to 64 for DeepSeek DSA.", "p": [], "l": "warning", "k": "log", "s": "srt/a/deepseek_v2.py:138", "v": [0, 0]},
+            {"t": "Setting page size to {} for DeepSeek DSA.", "p": ["page_size"], "l": "warning", "k": "log", "s": "srt/b/deepseek_v2.py:173", "v": [1, 1]},
+        ],
+    }
     cat = catalog.Catalogue(data)
     msg = "Setting page size to 64 for DeepSeek DSA."
     assert cat.match(msg).source.endswith(":138")  # the most specific, without a hint

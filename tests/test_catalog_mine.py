@@ -31,7 +31,7 @@ def _load(name: str, path: Path):
 
 mine = _load("catalog_mine", ROOT / "tools" / "catalog" / "mine.py")
 
-RUNNER = '''\
+RUNNER = """\
 import logging
 import warnings
 from tqdm import tqdm
@@ -74,14 +74,14 @@ def load(self, reqs, x, bs, a, b, q, elapsed):
     logger.info(x)
     logging.getLogger("sglang").setLevel(logging.INFO)
     raise ValueError(f"Bad value: {x!r}")
-'''
+"""
 
-LANG = '''\
+LANG = """\
 import logging
 logger = logging.getLogger(__name__)
 print("not a server message")
 logger.info("Lang module loaded")
-'''
+"""
 
 
 def _release(files: dict[str, str | bytes]) -> dict[str, bytes]:
@@ -160,9 +160,9 @@ def test_mines_every_construction(releases, tmp_path: Path) -> None:
     assert data["schema"] == 1
     assert data["releases"] == ["0.1.0", "0.2.0"]
     assert data["vllm_releases"] == ["0.9.0"]
-    want = [
-        {"t": t, "p": p, "l": lv, "k": k, "s": f"srt/runner.py:{line}", "v": v} for t, p, lv, k, line, v in EXPECTED
-    ] + [{"t": t, "p": [], "l": lv, "k": k, "s": s, "v": v} for t, lv, k, s, v in OTHER]
+    want = [{"t": t, "p": p, "l": lv, "k": k, "s": f"srt/runner.py:{line}", "v": v} for t, p, lv, k, line, v in EXPECTED] + [
+        {"t": t, "p": [], "l": lv, "k": k, "s": s, "v": v} for t, lv, k, s, v in OTHER
+    ]
     for entry in want:
         if entry["t"] == "Scheduler: started":
             entry["shared"] = "vllm"

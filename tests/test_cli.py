@@ -143,7 +143,12 @@ def test_version(capsys, monkeypatch):
 
 
 def test_usage_errors_are_one_line_and_exit_2(capsys, monkeypatch):
-    for args, words in ((["explain"], "Missing argument 'RULE'"), (["diagnose", "--nope", str(OOM)], "No such option: --nope"), (["diagnos"], "No such command 'diagnos'"), (["diagnose", "-f", "xml", str(OOM)], "xml")):
+    for args, words in (
+        (["explain"], "Missing argument 'RULE'"),
+        (["diagnose", "--nope", str(OOM)], "No such option: --nope"),
+        (["diagnos"], "No such command 'diagnos'"),
+        (["diagnose", "-f", "xml", str(OOM)], "xml"),
+    ):
         code, out, err = sglog(capsys, monkeypatch, *args)
         assert code == 2 and out == "" and err.startswith("sglog: error: ") and words in err and err.count("\n") == 1, (args, err)
 

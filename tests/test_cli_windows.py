@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sglog.commands import window as window_module
-
 from conftest import LOGS
+from sglog.commands import window as window_module
 
 TWO = LOGS / "constructed" / "two-launches.log"  # a crash (08:17, TP2) and a relaunch (08:18-08:30) in one file
 SERVING = LOGS / "story" / "baseline-cgbs128.log"  # decode batches 09:23-09:29, TP0

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REAL, ROOT
 from sglog.diagnose import diagnose_runs, looks_like_sglang
 from sglog.read.parse import parse_file
 from sglog.runs import build_runs
-
-from conftest import REAL, ROOT
 
 FOREIGN = ROOT / "fixtures" / "logs" / "foreign" / "real"
 

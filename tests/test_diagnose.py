@@ -9,18 +9,24 @@ import sys
 import pytest
 
 import sglog
+from conftest import FOREIGN, FRAGMENTS, ROOT, STORY
 from sglog import timeline
 from sglog.cli import main
 from sglog.diagnose import diagnose_runs, document, looks_like_sglang, merged_args
 from sglog.read.parse import parse_file
 from sglog.rules import RULES
 
-from conftest import FOREIGN, FRAGMENTS, ROOT, STORY
-
 FOREIGN_LOGS = sorted(FOREIGN.glob("*.log"))
 # the server each foreign log must be named as (sglog/read/evidence.py::OTHER_SERVERS)
-FOREIGN_SERVER = {"tgi-2.4.log": "TGI", "vllm-0.6-oom.log": "vLLM", "vllm-0.8-serve.log": "vLLM", "llamacpp-server.log": "llama.cpp",
-                  "ollama-serve.log": "Ollama", "lmdeploy-serve.log": "LMDeploy", "tensorrt-llm-triton.log": "TensorRT-LLM"}
+FOREIGN_SERVER = {
+    "tgi-2.4.log": "TGI",
+    "vllm-0.6-oom.log": "vLLM",
+    "vllm-0.8-serve.log": "vLLM",
+    "llamacpp-server.log": "llama.cpp",
+    "ollama-serve.log": "Ollama",
+    "lmdeploy-serve.log": "LMDeploy",
+    "tensorrt-llm-triton.log": "TensorRT-LLM",
+}
 STORY_LOGS = ["baseline-cgbs512", "baseline-cgbs128", "eagle3-oom-auto", "eagle3-5step", "eagle3-10step", "eagle3-fixed-v2", "eagle3-wiring-bug"]
 
 

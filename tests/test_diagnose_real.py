@@ -6,15 +6,13 @@ the machine (no clock, no absolute paths), so the snapshots are stable.
 
 from __future__ import annotations
 
-
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
+from conftest import REAL, ROOT
 from sglog.diagnose import diagnose_runs, document, looks_like_sglang
 from sglog.read.parse import parse_file
 from sglog.runs import build_runs
-
-from conftest import REAL, ROOT
 
 LOGS = sorted(p.name for p in REAL.glob("*.log"))
 

@@ -10,12 +10,11 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from typer.testing import CliRunner
 
+from conftest import ROOT
 from sglog import diff as sdiff
 from sglog.cli import app
 from sglog.errors import InputError, UsageError
 from sglog.render.diff import render_markdown, render_rich
-
-from conftest import ROOT
 
 STORY_DIR = "fixtures/logs/story"
 TWO_LAUNCHES = "fixtures/logs/constructed/two-launches.log"

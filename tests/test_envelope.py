@@ -26,97 +26,134 @@ POSITIVE = [
     ("compose blank line", "sglang-1  | ", "", {"container": "sglang-1"}, ("compose",)),
     ("compose blank, space eaten", "sglang-1  |", "", {"container": "sglang-1"}, ("compose",)),
     ("compose coloured", "\x1b[36msglang-1  |\x1b[0m " + OWN, OWN, {"container": "sglang-1"}, ("compose",)),
-    ("compose traceback line", 'svc  |   File "/x/scheduler.py", line 3, in f', '  File "/x/scheduler.py", line 3, in f',
-     {"container": "svc"}, ("compose",)),
+    ("compose traceback line", 'svc  |   File "/x/scheduler.py", line 3, in f', '  File "/x/scheduler.py", line 3, in f', {"container": "svc"}, ("compose",)),
     ("docker --timestamps", TS_CRI + " " + OWN, OWN, {"outer_ts": TS_CRI}, ("docker_ts",)),
     ("docker ts, trailing zeros trimmed", "2025-03-07T10:11:12.1Z " + MAIN, MAIN, {"outer_ts": "2025-03-07T10:11:12.1Z"}, ("docker_ts",)),
     ("docker ts, whole second", "2025-03-07T10:11:12Z " + MAIN, MAIN, {"outer_ts": "2025-03-07T10:11:12Z"}, ("docker_ts",)),
     ("docker ts, blank line", TS_CRI, "", {"outer_ts": TS_CRI}, ("docker_ts",)),
     ("CRI full line", TS_CRI + " stdout F " + OWN, OWN, {"outer_ts": TS_CRI, "stream": "stdout", "cri_partial": False}, ("cri",)),
-    ("CRI partial line", "2025-03-07T10:11:12.123456789+00:00 stderr P " + OWN, OWN,
-     {"outer_ts": "2025-03-07T10:11:12.123456789+00:00", "stream": "stderr", "cri_partial": True}, ("cri",)),
+    ("CRI partial line", "2025-03-07T10:11:12.123456789+00:00 stderr P " + OWN, OWN, {"outer_ts": "2025-03-07T10:11:12.123456789+00:00", "stream": "stderr", "cri_partial": True}, ("cri",)),
     ("CRI empty line", TS_CRI + " stdout F ", "", {"outer_ts": TS_CRI, "stream": "stdout", "cri_partial": False}, ("cri",)),
-    ("journald short", "Mar 07 10:11:12 gpu-node-3 python[1234]: " + OWN, OWN,
-     {"outer_ts": "Mar 07 10:11:12", "host": "gpu-node-3", "process": "python", "pid": 1234}, ("syslog",)),
-    ("syslog RFC 3164 padded day", "Mar  7 10:11:12 host sglang.sh[77]: " + MAIN, MAIN,
-     {"outer_ts": "Mar  7 10:11:12", "host": "host", "process": "sglang.sh", "pid": 77}, ("syslog",)),
-    ("syslog with priority, no pid", "<14>Mar  7 10:11:12 host sglang: " + MAIN, MAIN,
-     {"syslog_priority": 14, "syslog_facility": 1, "syslog_severity": 6, "outer_ts": "Mar  7 10:11:12", "host": "host",
-      "process": "sglang"}, ("syslog",)),
-    ("journald short-precise", "Mar 07 10:11:12.345678 host python3[9]: " + OWN, OWN,
-     {"outer_ts": "Mar 07 10:11:12.345678", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
-    ("journald short-iso", "2025-03-07T10:11:12+0000 host python3[9]: " + OWN, OWN,
-     {"outer_ts": "2025-03-07T10:11:12+0000", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
-    ("journald short-unix", "1741342272.123456 host python3[9]: " + OWN, OWN,
-     {"outer_ts": "1741342272.123456", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
-    ("RFC 5424 nil fields", "<14>1 2025-03-07T10:11:12.123Z host python 1234 - - " + OWN, OWN,
-     {"syslog_priority": 14, "syslog_facility": 1, "syslog_severity": 6, "outer_ts": "2025-03-07T10:11:12.123Z",
-      "host": "host", "process": "python", "pid": 1234}, ("rfc5424",)),
-    ("RFC 5424 structured data", '<165>1 2025-03-07T10:11:12Z h app 7 ID47 [ex@32473 iut="3" a="]"] ' + OWN, OWN,
-     {"syslog_priority": 165, "syslog_facility": 20, "syslog_severity": 5, "outer_ts": "2025-03-07T10:11:12Z", "host": "h",
-      "process": "app", "pid": 7, "msgid": "ID47", "structured_data": '[ex@32473 iut="3" a="]"]'}, ("rfc5424",)),
-    ("wrapper logger, level", "2025-03-07 10:11:12,345 INFO " + OWN, OWN,
-     {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "INFO", "outer_level": "INFO"}, ("wrapper_log",)),
-    ("wrapper logger, dashes", "2025-03-07 10:11:12,345 - verl.rollout - WARNING - " + MAIN, MAIN,
-     {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "verl.rollout - WARNING", "outer_level": "WARNING"},
-     ("wrapper_log",)),
+    ("journald short", "Mar 07 10:11:12 gpu-node-3 python[1234]: " + OWN, OWN, {"outer_ts": "Mar 07 10:11:12", "host": "gpu-node-3", "process": "python", "pid": 1234}, ("syslog",)),
+    ("syslog RFC 3164 padded day", "Mar  7 10:11:12 host sglang.sh[77]: " + MAIN, MAIN, {"outer_ts": "Mar  7 10:11:12", "host": "host", "process": "sglang.sh", "pid": 77}, ("syslog",)),
+    (
+        "syslog with priority, no pid",
+        "<14>Mar  7 10:11:12 host sglang: " + MAIN,
+        MAIN,
+        {"syslog_priority": 14, "syslog_facility": 1, "syslog_severity": 6, "outer_ts": "Mar  7 10:11:12", "host": "host", "process": "sglang"},
+        ("syslog",),
+    ),
+    ("journald short-precise", "Mar 07 10:11:12.345678 host python3[9]: " + OWN, OWN, {"outer_ts": "Mar 07 10:11:12.345678", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
+    ("journald short-iso", "2025-03-07T10:11:12+0000 host python3[9]: " + OWN, OWN, {"outer_ts": "2025-03-07T10:11:12+0000", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
+    ("journald short-unix", "1741342272.123456 host python3[9]: " + OWN, OWN, {"outer_ts": "1741342272.123456", "host": "host", "process": "python3", "pid": 9}, ("syslog",)),
+    (
+        "RFC 5424 nil fields",
+        "<14>1 2025-03-07T10:11:12.123Z host python 1234 - - " + OWN,
+        OWN,
+        {"syslog_priority": 14, "syslog_facility": 1, "syslog_severity": 6, "outer_ts": "2025-03-07T10:11:12.123Z", "host": "host", "process": "python", "pid": 1234},
+        ("rfc5424",),
+    ),
+    (
+        "RFC 5424 structured data",
+        '<165>1 2025-03-07T10:11:12Z h app 7 ID47 [ex@32473 iut="3" a="]"] ' + OWN,
+        OWN,
+        {
+            "syslog_priority": 165,
+            "syslog_facility": 20,
+            "syslog_severity": 5,
+            "outer_ts": "2025-03-07T10:11:12Z",
+            "host": "h",
+            "process": "app",
+            "pid": 7,
+            "msgid": "ID47",
+            "structured_data": '[ex@32473 iut="3" a="]"]',
+        },
+        ("rfc5424",),
+    ),
+    ("wrapper logger, level", "2025-03-07 10:11:12,345 INFO " + OWN, OWN, {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "INFO", "outer_level": "INFO"}, ("wrapper_log",)),
+    (
+        "wrapper logger, dashes",
+        "2025-03-07 10:11:12,345 - verl.rollout - WARNING - " + MAIN,
+        MAIN,
+        {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "verl.rollout - WARNING", "outer_level": "WARNING"},
+        ("wrapper_log",),
+    ),
     ("wrapper logger, no level", "2025-03-07 10:11:12 " + MAIN, MAIN, {"outer_ts": "2025-03-07 10:11:12"}, ("wrapper_log",)),
-    ("wrapper bracketed time", "[2025-03-07 10:11:12] " + OWN, OWN, {"outer_ts": "2025-03-07 10:11:12"},
-     ("wrapper_bracket_ts",)),
-    ("wrapper bracketed time and level", "[2025-03-07 10:11:12,345] [INFO] " + MAIN, MAIN,
-     {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "[INFO]", "outer_level": "INFO"}, ("wrapper_bracket_ts",)),
+    ("wrapper bracketed time", "[2025-03-07 10:11:12] " + OWN, OWN, {"outer_ts": "2025-03-07 10:11:12"}, ("wrapper_bracket_ts",)),
+    (
+        "wrapper bracketed time and level",
+        "[2025-03-07 10:11:12,345] [INFO] " + MAIN,
+        MAIN,
+        {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "[INFO]", "outer_level": "INFO"},
+        ("wrapper_bracket_ts",),
+    ),
     ("python logging default", "INFO:rollout:" + OWN, OWN, {"outer_level": "INFO", "outer_logger": "rollout"}, ("pylog_basic",)),
-    ("Ray actor", "(SGLangEngine pid=952, ip=10.0.0.1) " + OWN, OWN,
-     {"ray_actor": "SGLangEngine", "ray_pid": 952, "ray_ip": "10.0.0.1"}, ("ray_actor",)),
-    ("Ray actor, same node", "(SchedulerActor pid=123) " + OWN, OWN, {"ray_actor": "SchedulerActor", "ray_pid": 123},
-     ("ray_actor",)),
+    ("Ray actor", "(SGLangEngine pid=952, ip=10.0.0.1) " + OWN, OWN, {"ray_actor": "SGLangEngine", "ray_pid": 952, "ray_ip": "10.0.0.1"}, ("ray_actor",)),
+    ("Ray actor, same node", "(SchedulerActor pid=123) " + OWN, OWN, {"ray_actor": "SchedulerActor", "ray_pid": 123}, ("ray_actor",)),
     ("Ray task, no name", "(pid=123) " + OWN, OWN, {"ray_pid": 123}, ("ray_actor",)),
-    ("Ray actor __repr__", "(Worker(rank=3) pid=44, ip=fe80::1) " + OWN, OWN,
-     {"ray_actor": "Worker(rank=3)", "ray_pid": 44, "ray_ip": "fe80::1"}, ("ray_actor",)),
-    ("Ray Serve replica", "(ServeReplica:app:Llm pid=5) " + MAIN, MAIN, {"ray_actor": "ServeReplica:app:Llm", "ray_pid": 5},
-     ("ray_actor",)),
-    ("Ray coloured", "\x1b[36m(SGLangEngine pid=952)\x1b[0m " + OWN, OWN, {"ray_actor": "SGLangEngine", "ray_pid": 952},
-     ("ray_actor",)),
+    ("Ray actor __repr__", "(Worker(rank=3) pid=44, ip=fe80::1) " + OWN, OWN, {"ray_actor": "Worker(rank=3)", "ray_pid": 44, "ray_ip": "fe80::1"}, ("ray_actor",)),
+    ("Ray Serve replica", "(ServeReplica:app:Llm pid=5) " + MAIN, MAIN, {"ray_actor": "ServeReplica:app:Llm", "ray_pid": 5}, ("ray_actor",)),
+    ("Ray coloured", "\x1b[36m(SGLangEngine pid=952)\x1b[0m " + OWN, OWN, {"ray_actor": "SGLangEngine", "ray_pid": 952}, ("ray_actor",)),
     ("Ray colour codes without ESC", "[36m(pid=860)[0m " + OWN, OWN, {"ray_pid": 860}, ("ray_actor",)),
     ("raylet", "(raylet) " + OWN, OWN, {"ray_actor": "raylet"}, ("ray_system",)),
-    ("raylet remote", "(raylet, ip=10.0.0.7) Traceback (most recent call last):", "Traceback (most recent call last):",
-     {"ray_actor": "raylet", "ray_ip": "10.0.0.7"}, ("ray_system",)),
-    ("Ray autoscaler", "(autoscaler +1m2s) Adding 1 node(s).", "Adding 1 node(s).",
-     {"ray_actor": "autoscaler", "ray_uptime": "1m2s"}, ("ray_system",)),
-    ("Ray de-duplicated", "(SGLangEngine pid=1) " + OWN + " [repeated 7x across cluster]", OWN,
-     {"ray_actor": "SGLangEngine", "ray_pid": 1, "ray_repeated": 7}, ("ray_actor", "ray_repeated")),
-    ("Ray job relay", "2025-12-18 08:24:01 rollout-0 >> (SGLangEngine pid=3111) " + OWN, OWN,
-     {"outer_ts": "2025-12-18 08:24:01", "ray_job": "rollout-0", "ray_actor": "SGLangEngine", "ray_pid": 3111},
-     ("ray_job", "ray_actor")),
+    ("raylet remote", "(raylet, ip=10.0.0.7) Traceback (most recent call last):", "Traceback (most recent call last):", {"ray_actor": "raylet", "ray_ip": "10.0.0.7"}, ("ray_system",)),
+    ("Ray autoscaler", "(autoscaler +1m2s) Adding 1 node(s).", "Adding 1 node(s).", {"ray_actor": "autoscaler", "ray_uptime": "1m2s"}, ("ray_system",)),
+    ("Ray de-duplicated", "(SGLangEngine pid=1) " + OWN + " [repeated 7x across cluster]", OWN, {"ray_actor": "SGLangEngine", "ray_pid": 1, "ray_repeated": 7}, ("ray_actor", "ray_repeated")),
+    (
+        "Ray job relay",
+        "2025-12-18 08:24:01 rollout-0 >> (SGLangEngine pid=3111) " + OWN,
+        OWN,
+        {"outer_ts": "2025-12-18 08:24:01", "ray_job": "rollout-0", "ray_actor": "SGLangEngine", "ray_pid": 3111},
+        ("ray_job", "ray_actor"),
+    ),
     ("gpu (0.2.x)", "[gpu=3] Init nccl begin.", "Init nccl begin.", {"gpu": 3}, ("gpu",)),
     ("kubectl --prefix", "[pod/sglang-0/server] " + OWN, OWN, {"pod": "sglang-0", "container": "server"}, ("kubectl_prefix",)),
     ("mpirun --tag-output", "[1,3]<stderr>:" + OWN, OWN, {"mpi_job": 1, "mpi_rank": 3, "stream": "stderr"}, ("mpi_tag",)),
     ("srun --label", " 7: " + OWN, OWN, {"task": 7}, ("srun_label",)),
     # combinations
-    ("compose + Ray", "sglang-1  | (SGLangEngine pid=1, ip=10.0.0.2) " + OWN, OWN,
-     {"container": "sglang-1", "ray_actor": "SGLangEngine", "ray_pid": 1, "ray_ip": "10.0.0.2"}, ("compose", "ray_actor")),
-    ("compose + docker ts", "sglang-1  | " + TS_CRI + " " + OWN, OWN, {"container": "sglang-1", "outer_ts": TS_CRI},
-     ("compose", "docker_ts")),
-    ("CRI + wrapper logger", TS_CRI + " stdout F 2025-03-07 10:11:12,345 INFO " + OWN, OWN,
-     {"outer_ts": TS_CRI, "stream": "stdout", "cri_partial": False, "outer_ts_2": "2025-03-07 10:11:12,345",
-      "outer_meta": "INFO", "outer_level": "INFO"}, ("cri", "wrapper_log")),
-    ("journald + Ray", "Mar 07 10:11:12 h python[1]: (SGLangEngine pid=2) " + OWN, OWN,
-     {"outer_ts": "Mar 07 10:11:12", "host": "h", "process": "python", "pid": 1, "ray_actor": "SGLangEngine", "ray_pid": 2},
-     ("syslog", "ray_actor")),
-    ("docker ts + compose + Ray + dedup", TS_CRI + " svc  | (A pid=2) " + MAIN + " [repeated 2x across cluster]", MAIN,
-     {"outer_ts": TS_CRI, "container": "svc", "ray_actor": "A", "ray_pid": 2, "ray_repeated": 2},
-     ("docker_ts", "compose", "ray_actor", "ray_repeated")),
-    ("wrapper time + gpu", "2025-03-07 10:11:12,345 INFO [gpu=1] Init nccl begin.", "Init nccl begin.",
-     {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "INFO", "outer_level": "INFO", "gpu": 1}, ("wrapper_log", "gpu")),
+    (
+        "compose + Ray",
+        "sglang-1  | (SGLangEngine pid=1, ip=10.0.0.2) " + OWN,
+        OWN,
+        {"container": "sglang-1", "ray_actor": "SGLangEngine", "ray_pid": 1, "ray_ip": "10.0.0.2"},
+        ("compose", "ray_actor"),
+    ),
+    ("compose + docker ts", "sglang-1  | " + TS_CRI + " " + OWN, OWN, {"container": "sglang-1", "outer_ts": TS_CRI}, ("compose", "docker_ts")),
+    (
+        "CRI + wrapper logger",
+        TS_CRI + " stdout F 2025-03-07 10:11:12,345 INFO " + OWN,
+        OWN,
+        {"outer_ts": TS_CRI, "stream": "stdout", "cri_partial": False, "outer_ts_2": "2025-03-07 10:11:12,345", "outer_meta": "INFO", "outer_level": "INFO"},
+        ("cri", "wrapper_log"),
+    ),
+    (
+        "journald + Ray",
+        "Mar 07 10:11:12 h python[1]: (SGLangEngine pid=2) " + OWN,
+        OWN,
+        {"outer_ts": "Mar 07 10:11:12", "host": "h", "process": "python", "pid": 1, "ray_actor": "SGLangEngine", "ray_pid": 2},
+        ("syslog", "ray_actor"),
+    ),
+    (
+        "docker ts + compose + Ray + dedup",
+        TS_CRI + " svc  | (A pid=2) " + MAIN + " [repeated 2x across cluster]",
+        MAIN,
+        {"outer_ts": TS_CRI, "container": "svc", "ray_actor": "A", "ray_pid": 2, "ray_repeated": 2},
+        ("docker_ts", "compose", "ray_actor", "ray_repeated"),
+    ),
+    (
+        "wrapper time + gpu",
+        "2025-03-07 10:11:12,345 INFO [gpu=1] Init nccl begin.",
+        "Init nccl begin.",
+        {"outer_ts": "2025-03-07 10:11:12,345", "outer_meta": "INFO", "outer_level": "INFO", "gpu": 1},
+        ("wrapper_log", "gpu"),
+    ),
     # page damage
     ("padded blank line", " " * 80, "", {"padding": 80}, ("padding",)),
     ("terminal padding", OWN + " " * 40, OWN, {"padding": 40}, ("padding",)),
     ("padding after SGLang's own ', '", OWN + ", " + " " * 30, OWN + ", ", {"padding": 30}, ("padding",)),
     ("compose + padding", "svc  | " + OWN + " " * 9, OWN, {"padding": 9, "container": "svc"}, ("padding", "compose")),
-    ("Markdown links", '  File "/s/[model_runner.py](http://model_runner.py)", line 123, in f', '  File "/s/model_runner.py", line 123, in f',
-     {"md_links": 1}, ("md_links",)),
-    ("Markdown link, file:line", "[2025-01-01 00:00:00] WARNING [config.py](https://config.py):12: x",
-     "[2025-01-01 00:00:00] WARNING config.py:12: x", {"md_links": 1}, ("md_links",)),
+    ("Markdown links", '  File "/s/[model_runner.py](http://model_runner.py)", line 123, in f', '  File "/s/model_runner.py", line 123, in f', {"md_links": 1}, ("md_links",)),
+    ("Markdown link, file:line", "[2025-01-01 00:00:00] WARNING [config.py](https://config.py):12: x", "[2025-01-01 00:00:00] WARNING config.py:12: x", {"md_links": 1}, ("md_links",)),
 ]
 
 
@@ -188,8 +225,7 @@ def test_unwrapper_loosens_guarded_shape():
     # alone, a wrapper time before a traceback line is not stripped; in this file it is
     tb = '2025-03-07 10:11:12,347 ERROR   File "x.py", line 1, in f'
     assert strip_outer(tb) == (tb, {})
-    assert u.feed(tb) == ('  File "x.py", line 1, in f',
-                          {"outer_ts": "2025-03-07 10:11:12,347", "outer_level": "ERROR", "wrappers": ("wrapper_log",)})
+    assert u.feed(tb) == ('  File "x.py", line 1, in f', {"outer_ts": "2025-03-07 10:11:12,347", "outer_level": "ERROR", "wrappers": ("wrapper_log",)})
 
 
 def test_unwrapper_compose_needs_two_lines():
@@ -220,15 +256,15 @@ def test_never_raises_and_returns_a_slice(line):
 
 _ts = st.builds(
     lambda d, t, ms: f"2025-{d:02d}-1{d % 9} {t:02d}:1{t % 9}:2{t % 7}" + (f".{ms:03d}" if ms is not None else ""),
-    st.integers(1, 12), st.integers(0, 23), st.none() | st.integers(0, 999),
+    st.integers(1, 12),
+    st.integers(0, 23),
+    st.none() | st.integers(0, 999),
 )
 _ranks = st.lists(st.sampled_from(["DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP"]), unique=True, max_size=4).flatmap(
     lambda names: st.tuples(*[st.integers(0, 63) for _ in names]).map(lambda ns: "".join(f" {a}{n}" for a, n in zip(names, ns)))
 )
 _msg = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_characters="\x7f"), max_size=60).map(str.strip)
-SGLANG_LINE = st.builds(lambda ts, r, m: f"[{ts}{r}] {m}", _ts, _ranks, _msg).filter(
-    lambda s: "](http" not in s and "across cluster]" not in s
-)
+SGLANG_LINE = st.builds(lambda ts, r, m: f"[{ts}{r}] {m}", _ts, _ranks, _msg).filter(lambda s: "](http" not in s and "across cluster]" not in s)
 _name = st.from_regex(r"[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,5}){0,2}", fullmatch=True)
 _rfc = st.builds(lambda n: f"2025-03-07T10:11:12.{n}Z", st.from_regex(r"[0-9]{1,9}", fullmatch=True))
 OUTERS = (  # wrappers that may stand anywhere outside (each at most once)
@@ -238,9 +274,7 @@ OUTERS = (  # wrappers that may stand anywhere outside (each at most once)
     st.builds(lambda h, p: f"Mar 07 10:11:12 {h} python[{p}]: ", _name, st.integers(1, 99999)),
     st.builds(lambda h, p: f"<14>1 2025-03-07T10:11:12.003Z {h} python {p} - - ", _name, st.integers(1, 99999)),
 )
-OUTER = st.permutations(range(len(OUTERS))).flatmap(
-    lambda order: st.integers(0, 3).flatmap(lambda k: st.tuples(*[OUTERS[i] for i in order[:k]]))
-)
+OUTER = st.permutations(range(len(OUTERS))).flatmap(lambda order: st.integers(0, 3).flatmap(lambda k: st.tuples(*[OUTERS[i] for i in order[:k]])))
 INNER = st.one_of(  # wrappers that need SGLang's prefix (or Ray's) right after them
     st.just("2025-03-07 10:11:12,345 INFO "),
     st.just("2025-03-07 10:11:12,345 - wrapper - INFO - "),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sglog.diagnose import looks_like_sglang
-from sglog.read.parse import parse_file
 from sglog.read.evidence import OTHER_SERVERS, other_server
+from sglog.read.parse import parse_file
 
 
 def _verdict(tmp_path, text: str) -> dict:
@@ -64,7 +64,7 @@ def test_other_servers_are_named_by_their_own_words(line, server):
 
 
 def test_plain_words_name_no_server():
-    assert other_server(["INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK", "Killed", "loading the model"]) is None
+    assert other_server(['INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK', "Killed", "loading the model"]) is None
     assert {name for name, _ in OTHER_SERVERS} >= {"vLLM", "LMDeploy", "llama.cpp", "Ollama"}
 
 
@@ -72,7 +72,7 @@ def test_plain_words_name_no_server():
     "block",
     [
         "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error\nException raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):\nframe #0: <unknown function> + 0x1234 (0x7f in /usr/local/lib/python3.12/dist-packages/sgl_kernel/common_ops.abi3.so)\n",
-        "Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File \"/usr/lib/python3/dist-packages/sglang/srt/managers/scheduler.py\", line 10 in event_loop\n",
+        'Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File "/usr/lib/python3/dist-packages/sglang/srt/managers/scheduler.py", line 10 in event_loop\n',
     ],
 )
 def test_sglang_code_in_a_block_is_evidence(tmp_path, block):

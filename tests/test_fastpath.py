@@ -18,11 +18,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sglog.read import fastpath, grammar
-from sglog.read.parse import comparable, RecordParser, parse_file
-from sglog.read.records import Record
-
 from conftest import ROOT
+from sglog.read import fastpath, grammar
+from sglog.read.parse import RecordParser, comparable, parse_file
+from sglog.read.records import Record
 
 
 def _generator():
@@ -50,7 +49,7 @@ ODD = [
     "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, npu graph: True, gen throughput (token/s): 12.50, #queue-req: 0, fwd occupancy: 87.20%",
     "[2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
     "    an indented line right after a batch line",
-    "\x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - \"GET /health HTTP/1.1\" 200 OK",
+    '\x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - "GET /health HTTP/1.1" 200 OK',
     "Capturing batches (bs=1 avail_mem=13.82 GB): 100%|##| 2/2 [00:01<00:00]\r[2026-02-23 10:15:03 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
     "(SchedulerActor pid=123, ip=10.0.0.5) [2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
     "Loading: 100%|####| 2/2 [00:01<00:00][2026-02-23 10:15:02 TP0] Decode batch, #running-req: 5, #token: 100, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: 0",
@@ -644,8 +643,8 @@ def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
 @pytest.mark.parametrize("keep", [3000, -200])
 def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep):
     """The read-ahead hands the error on where it happened (in its blocks or after them)."""
-    from sglog.read import inputs
     from sglog.errors import InputError
+    from sglog.read import inputs
 
     gz = tmp_path / "cut.log.gz"
     gz.write_bytes(gzip.compress(odd_path.read_bytes() * 8)[:keep])

@@ -15,9 +15,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sglog.read.parse import ParsedLog, parse_file
-
 from conftest import CONSTRUCTED, LOGS, ROOT, STORY
+from sglog.read.parse import ParsedLog, parse_file
 
 STORY_FILES = [
     "baseline-cgbs512",

@@ -22,10 +22,10 @@ import re
 from pathlib import Path
 
 import pytest
-from test_rules import CASES, load_cases
 
 import sglog
 from sglog.rules import get_rule
+from test_rules import CASES, load_cases
 
 DATE = re.compile(r"(?<=\[)\d{4}-\d\d-\d\d ")
 RANK = re.compile(r"^(\[[^\]]*?) (?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\]")
@@ -95,3 +95,32 @@ def test_a_fragment_without_a_launch_says_what_it_assumes(tmp_path):
     _runs, got = findings(tmp_path, rule, tail)
     (f,) = got
     assert f.severity == "info" and "assumes" in f.message
+
+
+def corpus_findings():
+    """(corpus log, rule) for every finding the rule makes on a real corpus log."""
+    from test_corpus_expected import EXPECTED, path_of
+
+    out = []
+    for name in sorted(EXPECTED):
+        if "not-sglang" in name:
+            continue
+        for run in sglog.load(path_of(name)):
+            for rule_name in sorted({f.name for f in __import__("sglog.diagnose", fromlist=["diagnose_runs"]).diagnose_runs([run])}):
+                out.append(pytest.param(name, rule_name, id=f"{name[:3]}-{rule_name}"))
+    return out
+
+
+@pytest.mark.parametrize(("name", "rule_name"), corpus_findings())
+def test_the_rule_still_fires_on_a_fragment_of_a_corpus_log(tmp_path, name, rule_name):
+    """The same cuts, of the real corpus logs (fixtures/logs/real): each finding survives them."""
+    from test_corpus_expected import path_of
+
+    rule = get_rule(rule_name)
+    lines = path_of(name).read_text(encoding="utf-8", errors="replace").splitlines()
+    missed = []
+    for cut, part in cuts(tmp_path, rule, {"lines": lines}).items():
+        _runs, got = findings(tmp_path, rule, part, f"{cut}.log")
+        if not got:
+            missed.append(cut)
+    assert not missed, f"{rule_name} on {name}: no finding on the {', '.join(missed)} cut"

@@ -21,13 +21,11 @@ from typing import Any
 
 import pytest
 
-from sglog.read import grammar
+from conftest import LINES
 from sglog.events import BLOCK_KINDS, KIND_CLASSES, SPECIAL_KINDS
+from sglog.read import grammar
 from sglog.read.parse import RecordParser
 from sglog.read.records import fold
-
-from conftest import LINES
-
 
 # ---------------------------------------------------------------- loading
 
@@ -203,7 +201,22 @@ def test_events_are_compact() -> None:
 
 def test_fast_path_terminals_stay_portable() -> None:
     """Terminals the polars fast path compiles must not use look-around or named groups (Rust regex)."""
-    for name in ("ENV_RAY", "ENV_TS", "ENV_RANKS", "PREFILL_HEAD", "DECODE_HEAD", "COLON_VALUE", "END", "UVICORN_LEVEL", "CLIENT_SEP", "HTTP_METHOD", "HTTP_PATH", "HTTP_VERSION", "HTTP_STATUS", "HTTP_PHRASE"):
+    for name in (
+        "ENV_RAY",
+        "ENV_TS",
+        "ENV_RANKS",
+        "PREFILL_HEAD",
+        "DECODE_HEAD",
+        "COLON_VALUE",
+        "END",
+        "UVICORN_LEVEL",
+        "CLIENT_SEP",
+        "HTTP_METHOD",
+        "HTTP_PATH",
+        "HTTP_VERSION",
+        "HTTP_STATUS",
+        "HTTP_PHRASE",
+    ):
         pat = grammar.terminal_pattern(name)
         for bad in ("(?=", "(?!", "(?<=", "(?<!", "(?P<"):
             assert bad not in pat, f"{name}: {bad}"

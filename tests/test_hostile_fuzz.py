@@ -20,12 +20,34 @@ SGLOG = [sys.executable, "-m", "sglog"]
 # what a hostile log may hold: escape sequences, C1 controls, invalid UTF-8, numbers out of every
 # range, deep brackets, a NUL-free binary run, CR and lone line ends
 NASTY = [
-    b"\x1b]0;pwned\x07", b"\x1b[2J", b"\x1bc", b"\xc2\x9b31m", b"\x9b", b"\xff\xfe\xc3", b"\r", b"\r\n", b"\n\n\n",
-    b"1e308", b"-1e400", b"nan", b"inf", b"99999999999999999999", b"9" * 400, b"[" * 300, b"]" * 300, b"{" * 50,
-    b"TP99999999999999999999", b"[2026-13-45 25:61:61 TP0] ", b"[1970-01-01 00:00:00] ", b"Traceback (most recent call last):\n",
+    b"\x1b]0;pwned\x07",
+    b"\x1b[2J",
+    b"\x1bc",
+    b"\xc2\x9b31m",
+    b"\x9b",
+    b"\xff\xfe\xc3",
+    b"\r",
+    b"\r\n",
+    b"\n\n\n",
+    b"1e308",
+    b"-1e400",
+    b"nan",
+    b"inf",
+    b"99999999999999999999",
+    b"9" * 400,
+    b"[" * 300,
+    b"]" * 300,
+    b"{" * 50,
+    b"TP99999999999999999999",
+    b"[2026-13-45 25:61:61 TP0] ",
+    b"[1970-01-01 00:00:00] ",
+    b"Traceback (most recent call last):\n",
     b"Decode batch, #running-req: -1, #token: 1e308, token usage: nan, gen throughput (token/s): inf, #queue-req: 0",
     b"server_args=ServerArgs(model_path='x', tp_size=99999999999999999999, mem_fraction_static=1e308)",
-    b"sglang                    99.0.0", b"\t", b"\xe2\x80\xae", b"\x00",
+    b"sglang                    99.0.0",
+    b"\t",
+    b"\xe2\x80\xae",
+    b"\x00",
 ]
 
 

@@ -16,11 +16,10 @@ from importlib import resources
 import pytest
 
 import sglog
+from conftest import REAL, ROOT
 from sglog.events import KIND_CLASSES, NAMED_KINDS
 from sglog.read import catalog, named
 from sglog.rules.said import said
-
-from conftest import REAL, ROOT
 
 
 def _catalogue_templates() -> dict[str, list[dict]]:
@@ -157,7 +156,11 @@ def test_old_capacity_summaries_fill_the_memory_budget(tmp_path):
         # the transfer engine's own errors: the KV transfer layer failed (kv-transfer-failed), SGLang's set-up did not
         ("214-early-pd-mooncake-prefill-metadata-404-segment-descriptor-missing.log", "kv-transfer-failed", {"stages": ["metadata"]}),
         ("212-pd-nixl-ucx-tcp-segfault-backtrace-after-bootstrap-route.log", "kv-transfer-failed", {"stages": ["native"], "backend": "nixl"}),
-        ("218-deepseek-r1-tp8-160k-input-exceeds-max-allowed-59862-scheduler-typeerror.log", "request-too-long", {"requests": 1, "limit": 59862, "longest_input": 160062, "limit_kind": "allowed_maximum"}),
+        (
+            "218-deepseek-r1-tp8-160k-input-exceeds-max-allowed-59862-scheduler-typeerror.log",
+            "request-too-long",
+            {"requests": 1, "limit": 59862, "longest_input": 160062, "limit_kind": "allowed_maximum"},
+        ),
         ("230-rocm-rx7900xtx-tp2-v03-startup-int8-kv-nan-in-logits.log", "nan-logits", {"messages": 14, "where": ["logits"]}),
     ],
 )

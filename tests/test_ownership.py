@@ -9,14 +9,13 @@ from __future__ import annotations
 import ast
 
 import pytest
-from test_rules import CASES, load_cases
 
 import sglog
 import sglog.rules
+from conftest import ROOT
 from sglog.rules import RULES, facts, ownership
 from sglog.rules.ownership import SIGNATURE, CrashRule
-
-from conftest import ROOT
+from test_rules import CASES, load_cases
 
 CRASH_RULES = [r for r in RULES if isinstance(r, CrashRule)]
 

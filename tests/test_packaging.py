@@ -42,11 +42,11 @@ def test_installed_wheel_parses_with_its_own_grammar(wheel, tmp_path):
     log.write_text("[2026-02-23 10:15:02 TP0] Load weight begin. avail mem=78.50 GB\n")
     code = (
         "import sglog, sglog.read.grammar as g\n"
-        "assert sglog.__file__.startswith(%r), sglog.__file__\n"
+        f"assert sglog.__file__.startswith({str(target)!r}), sglog.__file__\n"
         "from sglog.read.parse import parse_file\n"
-        "log = parse_file(%r)\n"
+        f"log = parse_file({str(log)!r})\n"
         "print(log.events[0].kind, log.events[0].get('avail_mem'))\n"
-    ) % (str(target), str(log))
+    )
     env = dict(os.environ, PYTHONPATH=str(target))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr

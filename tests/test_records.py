@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sglog.read.records import Folder, clean, fold
-
 from conftest import LINES, REAL
+from sglog.read.records import Folder, clean, fold
 
 
 def _fold_text(text: str) -> list[tuple[int, int, str]]:
@@ -96,7 +95,7 @@ def test_blank_lines_inside_a_chained_traceback_stay_in_it() -> None:
 
 
 def test_trailing_blank_lines_of_a_block_are_left_out_of_it() -> None:
-    text = "Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n  File \"/a.py\", line 1 in f\n\n\n"
+    text = 'Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n  File "/a.py", line 1 in f\n\n\n'
     assert _fold_text(text) == [(1, 4, "fatal"), (5, 6, "blank")]
 
 
@@ -142,12 +141,7 @@ def test_exception_message_over_several_lines_ends_at_a_record_of_its_own() -> N
 
 
 def test_excerpt_starting_mid_traceback_is_one_block() -> None:
-    text = (
-        "                                   ^^^^^^^^^^^^^^^^^^^^\n"
-        '  File "/env/triton/jit.py", line 720, in run\n'
-        "    kernel = self._do_compile(key)\n"
-        "AssertionError('bad')\n"
-    )
+    text = "                                   ^^^^^^^^^^^^^^^^^^^^\n  File \"/env/triton/jit.py\", line 720, in run\n    kernel = self._do_compile(key)\nAssertionError('bad')\n"
     assert _fold_text(text) == [(1, 4, "traceback")]
 
 
@@ -257,7 +251,7 @@ def test_a_message_that_starts_with_a_newline_holds_its_lines() -> None:
     after = "[2025-04-20 10:00:02 TP0] Load weight begin. avail mem=78.00 GB\n"
     assert _fold_text(_BANNER + after) == [(1, 6, "newline"), (7, 7, "blank"), (8, 8, "sglang")]
     # without the trailing blank line, the next record's start ends it
-    assert _fold_text(_BANNER[: -1] + after) == [(1, 6, "newline"), (7, 7, "sglang")]
+    assert _fold_text(_BANNER[:-1] + after) == [(1, 6, "newline"), (7, 7, "sglang")]
     # an envelope alone before a record start, or before blank lines and a start, stays alone
     assert _fold_text("[2025-04-20 10:00:01 TP0] \n" + after) == [(1, 1, "newline"), (2, 2, "sglang")]
     assert _fold_text("[2025-04-20 10:00:01 TP0] \n\n\n" + after) == [(1, 1, "newline"), (2, 3, "blank"), (4, 4, "sglang")]
@@ -276,9 +270,7 @@ def test_playwright_call_log_block() -> None:
 
 def test_records_never_swallow_the_next_envelope() -> None:
     text = (
-        "[2026-02-23 10:15:13 TP0] Load weight begin. avail mem=78.50 GB\n"
-        "[2026-02-23 10:15:13 TP1] Load weight begin. avail mem=78.50 GB\n"
-        "INFO:     127.0.0.1:57114 - \"GET /health HTTP/1.1\" 200 OK\n"
+        '[2026-02-23 10:15:13 TP0] Load weight begin. avail mem=78.50 GB\n[2026-02-23 10:15:13 TP1] Load weight begin. avail mem=78.50 GB\nINFO:     127.0.0.1:57114 - "GET /health HTTP/1.1" 200 OK\n'
     )
     assert _fold_text(text) == [(1, 1, "sglang"), (2, 2, "sglang"), (3, 3, "line")]
 
@@ -335,7 +327,9 @@ def test_a_run_of_blank_lines_is_not_cut_where_the_records_are_taken():
 def test_blank_lines_across_a_chunk_boundary_read_like_lark(tmp_path):
     from sglog.read.parse import comparable, parse_file
 
-    prefill = "[2026-02-23 10:16:52 TP1] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False"
+    prefill = (
+        "[2026-02-23 10:16:52 TP1] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, cuda graph: False"
+    )
     decode = "[2026-02-23 10:16:52 TP0] Decode batch, #running-req: 8, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): 412.37, #queue-req: 0"
     for blanks in range(1, 5):
         for lead in range(0, 12):
@@ -461,7 +455,7 @@ def test_fragments_parse_as_their_kinds() -> None:
     cases = {
         "frame #3: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1b9 (0x7f in /x/libtorch_cuda.so)\n": "cpp_exception",
         "TypeError: bad\n": "traceback",
-        ' 3  /usr/lib/libucp.so.0(+0x8e6da) [0x7fbeb80ee6da]\n': "native_backtrace",
+        " 3  /usr/lib/libucp.so.0(+0x8e6da) [0x7fbeb80ee6da]\n": "native_backtrace",
         "  Example: x\n  warnings.warn(\n": "python_warning",
         'Thread 0x00007f54bb7ff6c0 (most recent call first):\n  File "/t.py", line 331 in wait\n': "fatal_error",
     }

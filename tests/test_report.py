@@ -14,11 +14,10 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from typer.testing import CliRunner
 
+from conftest import ROOT
 from sglog.cli import app
 from sglog.report import chart_specs, collect, pick_window, render_files, render_markdown, spec_json
 from sglog.report.escape import code, code_block, inline, safe_name
-
-from conftest import ROOT
 
 STORY = "fixtures/logs/story"
 REAL = "fixtures/logs/real"
@@ -153,7 +152,7 @@ def test_sections_in_order():
     heads = [ln for ln in md.splitlines() if ln.startswith("## ")]
     assert heads == ["## Summary", "## The launch", "## Startup timeline", "## Memory budget", "## Serving", "## Findings", "## Appendix"]
     for name in ("startup", "memory", "serving"):
-        assert f"![" in md and f"]({name}.png)" in md and f"]({name}.svg)" in md
+        assert "![" in md and f"]({name}.png)" in md and f"]({name}.svg)" in md
 
 
 # ------------------------------------------------------------------ long runs stay small

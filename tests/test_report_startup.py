@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
+from conftest import LOGS
 from sglog.report import chart_specs, collect, render_markdown
 from sglog.report.charts import drawn_startup, launch_in_log, startup_chart, startup_rows
-
-from conftest import LOGS
 
 # the launch is not in these logs (each is a real excerpt; fixtures/logs/real/SOURCES.md):
 CRASH_AT_FIRST_SECOND = LOGS / "real" / "001-glm45-air-tp2-3090-startup-oom-flashinfer-workspace.log"  # capture begins, OOM, same second

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, STANDIN, STORY
 from sglog.findings import Evidence, Finding, Fix
 from sglog.repro import launch
 from sglog.repro import plan as rplan
 from sglog.repro.live import LiveStatus
 from sglog.runs import load_runs
-
-from conftest import ROOT, STANDIN, STORY
 
 OOM = STANDIN / "logs" / "eagle3-oom.log"
 OK = STANDIN / "logs" / "eagle3-ok.log"
@@ -109,7 +108,18 @@ def test_a_changed_flag_is_in_the_printed_command_once():
 
 def test_plan_json_shape():
     d = rplan.build_plan(oom_run(), [fix_finding()]).to_dict()
-    assert d["changes"] == [{"flag": "--mem-fraction-static", "kind": "set", "from": 0.76, "from_origin": "auto", "to": "0.88", "reason": "raise --mem-fraction-static to fit the draft model", "source": "SGL101 draft-model-exceeds-static-pool", "applied": True}]
+    assert d["changes"] == [
+        {
+            "flag": "--mem-fraction-static",
+            "kind": "set",
+            "from": 0.76,
+            "from_origin": "auto",
+            "to": "0.88",
+            "reason": "raise --mem-fraction-static to fit the draft model",
+            "source": "SGL101 draft-model-exceeds-static-pool",
+            "applied": True,
+        }
+    ]
     assert d["argv"][:3] == ["python3", "-m", "sglang.launch_server"] and d["schema_version"] == 1
 
 
@@ -122,7 +132,7 @@ def test_a_multi_node_plan_gives_every_node_its_command(tmp_path):
     assert p.node_argvs[1] == p.argv and "--node-rank" in p.argv and p.argv[p.argv.index("--node-rank") + 1] == "1"
     other = p.node_argvs[0]
     i = other.index("--node-rank")
-    assert other[i + 1] == "0" and other[:i + 1] + other[i + 2 :] == p.argv[:i + 1] + p.argv[i + 2 :]
+    assert other[i + 1] == "0" and other[: i + 1] + other[i + 2 :] == p.argv[: i + 1] + p.argv[i + 2 :]
     d = p.to_dict()
     assert d["nnodes"] == 2 and d["node_rank"] == 1 and d["node_argvs"] == [other, p.argv]
     text = rplan.render_plan(p)
@@ -174,7 +184,19 @@ def test_without_launch_command_the_dump_decides(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     p = rplan.build_plan(load_runs([str(log)])[0], [fix_finding()])
     assert p.launcher == rplan.DEFAULT_LAUNCHER
-    assert p.args == ["--model-path", "/models/Llama-3.1-70B-Instruct", "--trust-remote-code", "--tp", "2", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/EAGLE3-LLaMA3.1-70B", "--mem-fraction-static", "0.88"]
+    assert p.args == [
+        "--model-path",
+        "/models/Llama-3.1-70B-Instruct",
+        "--trust-remote-code",
+        "--tp",
+        "2",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/EAGLE3-LLaMA3.1-70B",
+        "--mem-fraction-static",
+        "0.88",
+    ]
     assert any("no launch command" in n for n in p.notes)
 
 
@@ -207,7 +229,9 @@ def hostile_log(tmp_path: Path) -> Path:
             "--tool-call-parser " + shlex.quote("$(touch PWNED3)"),
         ]
     )
-    args = f"server_args=ServerArgs(model_path='/models/m', served_model_name='srv; echo $(id) `id` \\'q\\'', chat_template='{dump_val}', tp_size=2, port=30000, mem_fraction_static=0.8, device='cuda')"
+    args = (
+        f"server_args=ServerArgs(model_path='/models/m', served_model_name='srv; echo $(id) `id` \\'q\\'', chat_template='{dump_val}', tp_size=2, port=30000, mem_fraction_static=0.8, device='cuda')"
+    )
     text = OOM.read_text().splitlines()
     lines = [cmd, f"[2026-02-23 10:15:00] {args}"] + text[2:]
     p = tmp_path / "hostile;$(touch PWNED).log"
@@ -239,7 +263,12 @@ def test_live_status_phases_in_order_and_crash_cause():
     out += st.finish(9.9)
     labels = [line.split("] ", 1)[1] for line in out]
     # a record is complete when the next line starts: each event shows one line late
-    assert out[:4] == ["[    0.3s] init ...", "[    0.6s] init done in 0.3s (1.85 s logged)", "[    0.7s] weights ... (avail 93.50 GB)", "[    1.0s] weights done in 0.3s (72.33 GB used, 21.17 GB left)"]
+    assert out[:4] == [
+        "[    0.3s] init ...",
+        "[    0.6s] init done in 0.3s (1.85 s logged)",
+        "[    0.7s] weights ... (avail 93.50 GB)",
+        "[    1.0s] weights done in 0.3s (72.33 GB used, 21.17 GB left)",
+    ]
     assert [x for x in labels if " ..." in x] == ["init ...", "weights ... (avail 93.50 GB)", "KV pool ...", "CUDA graphs ...", "draft weights ... (avail 18.88 GB)", "draft KV pool ..."]
     assert labels[-1] == "crashed in draft KV pool: RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     assert st.status == "crashed" and st.ready_at is None
@@ -288,7 +317,9 @@ def test_verdicts():
 def test_doctests():
     import doctest
 
-    from sglog.repro import launch as l_, plan as p_, verify as v_
+    from sglog.repro import launch as l_
+    from sglog.repro import plan as p_
+    from sglog.repro import verify as v_
 
     for mod in (p_, l_, v_):
         assert doctest.testmod(mod).failed == 0, mod.__name__
@@ -372,14 +403,32 @@ def test_execute_fixed_end_to_end(env, capsys):
     code, out, err = sglog(capsys, "repro", str(OOM), "--execute", "--launcher", LAUNCHER, "--set", f"port={port}", "--bench", "smoke")
     assert code == 0, err
     argv = json.loads((env["tmp"] / "argv.json").read_text())
-    assert argv == ["--model-path", "/models/Llama-3.1-70B-Instruct", "--tp", "2", "--trust-remote-code", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/EAGLE3-LLaMA3.1-70B", "--speculative-num-steps", "3", "--port", port, "--mem-fraction-static", "0.88"]
+    assert argv == [
+        "--model-path",
+        "/models/Llama-3.1-70B-Instruct",
+        "--tp",
+        "2",
+        "--trust-remote-code",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/EAGLE3-LLaMA3.1-70B",
+        "--speculative-num-steps",
+        "3",
+        "--port",
+        port,
+        "--mem-fraction-static",
+        "0.88",
+    ]
     steps = progress(err)
     starts = [s for s in steps if not s.startswith("launched") and (s.endswith("...") or " ... (" in s)]
     assert starts == ["init ...", "weights ... (avail 93.50 GB)", "KV pool ...", "CUDA graphs ...", "draft weights ... (avail 11.48 GB)", "draft KV pool ...", "draft CUDA graphs ..."]
     assert any(s.startswith("ready after ") for s in steps)
     assert any(s.startswith("smoke: ok (decode 91.") for s in steps)
     verdict = [line for line in out.splitlines() if line.startswith(("fixed", "not fixed"))]
-    assert verdict == ["fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.)); the run reached ready in 7.1 min; decode 91.2 tok/s (the original never decoded)"]
+    assert verdict == [
+        "fixed: draft-model-exceeds-static-pool is gone (was: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.)); the run reached ready in 7.1 min; decode 91.2 tok/s (the original never decoded)"
+    ]
     log = env["tmp"] / "reports" / "repro" / "eagle3-oom-1.log"
     assert log.exists() and "new log: reports/repro/eagle3-oom-1.log" in out
     assert "The server is fired up and ready to roll!" in log.read_text()
@@ -392,7 +441,9 @@ def test_execute_not_fixed_crash_and_orphan_cleanup(env, capsys):
     assert code == 1, err
     assert "crashed in draft KV pool: RuntimeError: Not enough memory." in err
     verdict = [line for line in out.splitlines() if line.startswith(("fixed", "not fixed"))]
-    assert verdict == ["not fixed: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.); and still reported: SGL101 draft-model-exceeds-static-pool"]
+    assert verdict == [
+        "not fixed: crashed during draft KV-pool allocation (RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.); and still reported: SGL101 draft-model-exceeds-static-pool"
+    ]
     assert (env["tmp"] / "out" / "new.log").exists()
     pids_gone(env["tmp"])
 
@@ -550,7 +601,9 @@ def test_story_oom_fixed_end_to_end_with_the_rules(env, capsys, monkeypatch):
     plan = rplan.build_plan(runs[0], diagnose_runs(runs), ["draft-model-exceeds-static-pool"])
     mfs = dict(plan.final)["--mem-fraction-static"]
     monkeypatch.setenv("SGLOG_STANDIN_MAP", json.dumps([{"when": ["--mem-fraction-static", mfs], "log": str(fixed), "decode_tok_s": 91.2}, {"log": str(oom), "exit": 1}]))
-    code, out, err = sglog(capsys, "repro", str(oom), "--finding", "draft-model-exceeds-static-pool", "--execute", "--launcher", LAUNCHER, "--set", f"port={env['port']}", "--bench", "smoke", "-f", "json")
+    code, out, err = sglog(
+        capsys, "repro", str(oom), "--finding", "draft-model-exceeds-static-pool", "--execute", "--launcher", LAUNCHER, "--set", f"port={env['port']}", "--bench", "smoke", "-f", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["verdict"]["fixed"] and doc["verdict"]["gone"] == ["SGL101 draft-model-exceeds-static-pool"]

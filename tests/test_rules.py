@@ -23,10 +23,9 @@ from pathlib import Path
 import pytest
 
 import sglog
+from conftest import CASES, ROOT
 from sglog.findings import SEVERITIES, SEVERITY_RANK
 from sglog.rules import DOC_SECTIONS, RULES, choose, get_rule
-
-from conftest import CASES, ROOT
 
 _REPEAT = re.compile(r"^# repeat (\d+) from (\d\d:\d\d:\d\d)(?: on (\d{4}-\d\d-\d\d))?(?: every (\d+))?: (.*)$")
 
@@ -232,7 +231,11 @@ def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
     for _ in range(200):
         events = [SimpleNamespace(kind=rnd.choice(kinds), text=" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 4))) or None) for _ in range(30)]
         run = Run(1, ["f.log"], {}, events, pl.DataFrame(), pl.DataFrame())
-        want = [e for e in events if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), platform.KV_TRANSFER_PATTERNS))]
+        want = [
+            e
+            for e in events
+            if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), platform.KV_TRANSFER_PATTERNS))
+        ]
         assert platform._kv_failures(run) == want
 
 

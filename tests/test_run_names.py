@@ -11,10 +11,9 @@ import sys
 
 import pytest
 
+from conftest import CONSTRUCTED, ROOT
 from sglog import runs as sruns
 from sglog.runs import load_runs
-
-from conftest import CONSTRUCTED, ROOT
 
 TWO = CONSTRUCTED / "two-launches.log"  # a crash and a relaunch in one file
 NODE0, NODE1 = CONSTRUCTED / "node0.log", CONSTRUCTED / "node1.log"  # one launch over two nodes

@@ -10,10 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 import sglog
+from conftest import REAL, STORY
 from sglog import timeline
 from sglog.cli import app
-
-from conftest import REAL, STORY
 
 ARGS = (
     "server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "
@@ -49,10 +48,7 @@ def startup(day: str, t0: int, ranks: range, tp: int = 2, nn: int = 1, nr: int =
 
 
 def decode(day: str, t: int, tps: float, running: int = 4) -> str:
-    return (
-        f"[{day} 10:{t // 60:02d}:{t % 60:02d} TP0] Decode batch, #running-req: {running}, #token: 1840, token usage: 0.01, "
-        f"cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: 0"
-    )
+    return f"[{day} 10:{t // 60:02d}:{t % 60:02d} TP0] Decode batch, #running-req: {running}, #token: 1840, token usage: 0.01, cuda graph: True, gen throughput (token/s): {tps:.2f}, #queue-req: 0"
 
 
 def write(tmp_path: Path, name: str, lines: list[str]) -> str:
@@ -243,8 +239,25 @@ def test_split_points_equal_a_loop_over_every_event():
     from sglog.runs import _split_points
 
     rnd = random.Random(7)
-    kinds = ["comment", "blank", "launch_command", "server_args", "init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end",
-             "server_ready", "sigquit", "scheduler_dead", "oom", "traceback", "retraction", "long_gc", "uvicorn_log", "memory_pool_end"]
+    kinds = [
+        "comment",
+        "blank",
+        "launch_command",
+        "server_args",
+        "init_dist_begin",
+        "init_dist_end",
+        "weight_load_begin",
+        "weight_load_end",
+        "server_ready",
+        "sigquit",
+        "scheduler_dead",
+        "oom",
+        "traceback",
+        "retraction",
+        "long_gc",
+        "uvicorn_log",
+        "memory_pool_end",
+    ]
     ranks = [None, Rank.parse(" TP0"), Rank.parse(" TP1")]
     for _ in range(400):
         events = [SimpleNamespace(kind=rnd.choice(kinds), line=i + 1, rank=rnd.choice(ranks)) for i in range(rnd.randint(0, 40))]

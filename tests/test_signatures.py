@@ -10,9 +10,8 @@ import ast
 import pytest
 
 import sglog
-from sglog.read import signatures
-
 from conftest import ROOT
+from sglog.read import signatures
 
 
 @pytest.mark.parametrize(

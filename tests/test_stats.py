@@ -6,9 +6,8 @@ import json
 import subprocess
 import sys
 
-from sglog.read.parse import SOURCES, parse_file, source_of, unparsed_templates
-
 from conftest import ROOT
+from sglog.read.parse import SOURCES, parse_file, source_of, unparsed_templates
 
 STORY = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 

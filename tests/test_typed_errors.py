@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ERRORS, REAL
 from sglog.read import blocks, frames
 from sglog.read.parse import RecordParser, parse_file
 from sglog.read.records import fold
 from sglog.schema import ERROR_PHASES
-
-from conftest import ERRORS, REAL
 
 ERROR_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error", "native_backtrace")
 
@@ -123,10 +122,29 @@ def test_stitch_puts_a_chained_exception_under_the_frames_that_caught_it():
 
 REAL_CASES = [
     # (corpus file, line, expected fields: a `module:function` chain end, phase, rank ...)
-    ("001", 3, {"kind": "oom", "phase": "attention_backend_init", "frame": "sglang.srt.layers.attention.flashinfer_backend:__init__", "rank": 0, "rank_from": "tag",
-                "chain_start": "sglang.srt.managers.scheduler:run_scheduler_process"}),
-    ("009", 52, {"phase": "distributed_init", "frame": "sglang.srt.distributed.device_communicators.pynccl_wrapper:NCCL_CHECK", "rank": 10,
-                 "message_template": "NCCL error: {}", "message_fields": {"error_str": "remote process exited or there was a network error"}}),
+    (
+        "001",
+        3,
+        {
+            "kind": "oom",
+            "phase": "attention_backend_init",
+            "frame": "sglang.srt.layers.attention.flashinfer_backend:__init__",
+            "rank": 0,
+            "rank_from": "tag",
+            "chain_start": "sglang.srt.managers.scheduler:run_scheduler_process",
+        },
+    ),
+    (
+        "009",
+        52,
+        {
+            "phase": "distributed_init",
+            "frame": "sglang.srt.distributed.device_communicators.pynccl_wrapper:NCCL_CHECK",
+            "rank": 10,
+            "message_template": "NCCL error: {}",
+            "message_fields": {"error_str": "remote process exited or there was a network error"},
+        },
+    ),
     ("011", 2, {"phase": "weight_load", "rank": 1, "message_template": "DeepEP is not installed. Please install DeepEP package from https://github.com/deepseek-ai/deepep."}),
     ("012", 31, {"phase": "pd_transfer", "frame": "sglang.srt.disaggregation.mooncake.transfer_engine:initialize", "rank": 13}),
     ("020", 38, {"kind": "oom", "phase": "weight_load", "frame": "sglang.srt.layers.quantization.unquant:create_weights", "rank": 1}),
@@ -138,8 +156,7 @@ REAL_CASES = [
     ("010", 59, {"phase": None, "frame": "sglang.srt.entrypoints.openai.serving_base:__init__", "message_template": None}),
     ("202", 1, {"phase": "forward", "frame": "sglang.srt.managers.scheduler:run_batch", "rank": 0}),  # every line behind a Ray prefix
     ("210", 1, {"phase": "weight_load", "frame": "sglang.srt.models.qwen3:load_weights", "exc_type": "KeyError"}),
-    ("216", 14, {"phase": None, "frame": "sglang.srt.model_loader.utils:resolve_transformers_arch",
-                 "message_fields": {"arch": "Cosmos3ForConditionalGeneration"}}),
+    ("216", 14, {"phase": None, "frame": "sglang.srt.model_loader.utils:resolve_transformers_arch", "message_fields": {"arch": "Cosmos3ForConditionalGeneration"}}),
     ("220", 2, {"phase": "weight_load", "frame": "sglang.srt.model_executor.model_runner:initialize"}),  # cut at `self.load_model()`
     ("222", 32, {"phase": "decode", "frame": "sglang.srt.layers.attention.flashinfer_backend:forward_decode", "rank": 0}),
 ]
@@ -187,8 +204,7 @@ def test_watchdog_lines_a_web_page_wrapped_are_read_whole():
     kinds = [(e.kind, e.line, e.end_line) for e in log.events]
     assert kinds == [("torch_log", 1, 2), ("torch_log", 3, 4), ("torch_log", 5, 5)]
     first, second, third = (e.fields["collective"] for e in log.events)
-    assert first == {"seq_num": 151721, "op_type": "_ALLGATHER_BASE", "numel_in": 8080, "numel_out": 129280,
-                     "timeout_ms": 600000, "ran_ms": 600049, "rank": 4, "timeout": True}
+    assert first == {"seq_num": 151721, "op_type": "_ALLGATHER_BASE", "numel_in": 8080, "numel_out": 129280, "timeout_ms": 600000, "ran_ms": 600049, "rank": 4, "timeout": True}
     assert second == {"rank": 4, "pg": 2, "seq_num": 151721, "last_enqueued": 151721, "last_completed": 151720}
     assert third == {**second, "timeout": True}
 
@@ -258,8 +274,18 @@ def test_collective_from_cpp_what():
     f = one_error("cpp-what").fields
     assert f["exc_type"] == "c10::DistBackendError"
     assert f["exc_message"].endswith("ran for 600021 milliseconds before timing out.")
-    assert f["collective"] == {"seq_num": 1203, "op_type": "ALLREDUCE", "numel_in": 1, "numel_out": 1, "timeout_ms": 600000,
-                               "ran_ms": 600021, "rank": 3, "pg": 0, "pg_name": "default_pg", "timeout": True}
+    assert f["collective"] == {
+        "seq_num": 1203,
+        "op_type": "ALLREDUCE",
+        "numel_in": 1,
+        "numel_out": 1,
+        "timeout_ms": 600000,
+        "ran_ms": 600021,
+        "rank": 3,
+        "pg": 0,
+        "pg_name": "default_pg",
+        "timeout": True,
+    }
     assert (f["rank"], f["rank_from"]) == (3, "text")
 
 
@@ -274,8 +300,11 @@ def test_torch_log_and_blocks_share_the_collective_reader():
     line = (ERRORS / "wrap-lines.log").read_text().split("\n")[1]
     (e,) = read(line)
     assert e.kind == "torch_log"
-    assert e.fields["collective"] == blocks.collective(e.fields["message"]) == {
-        "seq_num": 42, "op_type": "ALLREDUCE", "numel_in": 4096, "numel_out": 4096, "timeout_ms": 600000, "ran_ms": 600123, "rank": 7, "timeout": True}
+    assert (
+        e.fields["collective"]
+        == blocks.collective(e.fields["message"])
+        == {"seq_num": 42, "op_type": "ALLREDUCE", "numel_in": 4096, "numel_out": 4096, "timeout_ms": 600000, "ran_ms": 600123, "rank": 7, "timeout": True}
+    )
 
 
 def test_no_collective_where_c10d_says_nothing():
@@ -343,8 +372,7 @@ def wrapped(whole: str, width: int) -> str:
 # cuts of each line of wrap-lines.log (mid-word, mid-number, inside brackets, at a space); a
 # key/value line is cut in its keys: cut inside a value, its first piece is a shorter key/value
 # line, a message of its own, and the rule joins nothing then (test below)
-CUTS = {0: [37, 61, 88, 113, 150, 190], 1: [37, 61, 88, 113, 150], 2: [30, 61, 88, 113, 150], 3: [30, 45, 61, 88],
-        4: [30, 45, 58, 70, 90], 5: [30, 40, 70, 95, 115]}
+CUTS = {0: [37, 61, 88, 113, 150, 190], 1: [37, 61, 88, 113, 150], 2: [30, 61, 88, 113, 150], 3: [30, 45, 61, 88], 4: [30, 45, 58, 70, 90], 5: [30, 40, 70, 95, 115]}
 
 
 @pytest.mark.parametrize(("index", "width"), [(i, w) for i, ws in CUTS.items() for w in ws])

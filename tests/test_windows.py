@@ -13,11 +13,10 @@ import polars as pl
 import pytest
 
 import sglog
+from conftest import ROOT
 from sglog import schema, timeline
 from sglog.events import to_request_meta
 from sglog.rules import choose, get_rule
-
-from conftest import ROOT
 
 T0 = datetime(2026, 2, 23, 10, 0, 0)
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
 from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
-from sglog import jsonout
 
 
 class DiagnoseFormat(str, Enum):
@@ -52,19 +51,27 @@ sglog diagnose server.log --since '2026-02-27 10:05' --rank TP3
 """,
 )
 def diagnose(
-    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped); files of one launch merge into one run.", show_default=False)] = None,
-    fmt: Annotated[Optional[DiagnoseFormat], typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json, sarif (SARIF 2.1.0) or github (Actions annotations); default: the config file's, else rich.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
-    fail_on: Annotated[Optional[FailOn], typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info; default: the config file's, else error.", show_default=False)] = None,
-    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP + " Keeps the findings with an evidence line in the window (the rules read the whole run).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
-    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
+    logs: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped); files of one launch merge into one run.", show_default=False),
+    ] = None,
+    fmt: Annotated[
+        DiagnoseFormat | None,
+        typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json, sarif (SARIF 2.1.0) or github (Actions annotations); default: the config file's, else rich.", show_default=False),
+    ] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    fail_on: Annotated[
+        FailOn | None,
+        typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when a finding is at or above this severity: error, warning or info; default: the config file's, else error.", show_default=False),
+    ] = None,
+    select: Annotated[list[str] | None, typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", metavar="RULE", help="Skip these rules: code, name or prefix (repeatable, comma-separated).")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="TIME", help=SINCE_HELP + " Keeps the findings with an evidence line in the window (the rules read the whole run).")] = None,
+    until: Annotated[str | None, typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[list[str] | None, typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No summary line on stderr.")] = False,
 ) -> None:
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
-    import json
 
     from sglog import config as cfg
     from sglog.commands._common import log_paths, read_ahead

@@ -5,18 +5,18 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
+from sglog.commands._common import ReportFormat, stdout_console, write_text
 
 
 class DiffFailOn(str, Enum):
     regression = "regression"
     never = "never"
-from sglog.commands._common import ReportFormat, stdout_console, write_text
-from sglog import jsonout
 
 
 @app.command(
@@ -31,8 +31,10 @@ def diff(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A log file, or FILE#N for its Nth run (as `sglog runs` numbers them).")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run to compare with A: FILE or FILE#N (may be the same file).")],
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal), json (stable, schema_version 1) or markdown.")] = ReportFormat.rich,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
-    fail_on: Annotated[DiffFailOn, typer.Option("--fail-on", metavar="WHEN", help="regression: exit 1 when B crashed and A did not, or B decodes significantly slower (for CI); never.")] = DiffFailOn.never,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    fail_on: Annotated[
+        DiffFailOn, typer.Option("--fail-on", metavar="WHEN", help="regression: exit 1 when B crashed and A did not, or B decodes significantly slower (for CI); never.")
+    ] = DiffFailOn.never,
 ) -> None:
     """What changed between two runs (flags, startup, memory, serving, findings) and whether it helped.
 
@@ -49,10 +51,8 @@ def diff(
         raise SystemExit(1)
 
 
-def _write(result, fmt: ReportFormat, output: Optional[Path]) -> None:
+def _write(result, fmt: ReportFormat, output: Path | None) -> None:
     if fmt == ReportFormat.json:
-        import json
-
         write_text(jsonout.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", output)
         return
     if fmt == ReportFormat.markdown:

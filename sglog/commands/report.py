@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,18 +22,17 @@ sglog report server.log --no-images
 )
 def report(
     logs: Annotated[list[str], typer.Argument(metavar="LOG...", help="Log file(s) of one launch (one per node); .log, .gz, .zst.")],
-    compare: Annotated[Optional[str], typer.Option("--compare", metavar="LOG", help="A second log to compare with (B).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="DIR", help="Directory to write the report into (default: reports/<log name>/).")] = None,
-    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Report launch N of the log (default: the last one).")] = None,
-    compare_run: Annotated[Optional[int], typer.Option("--compare-run", metavar="N", help="Launch N of the --compare log (default: the last one).")] = None,
+    compare: Annotated[str | None, typer.Option("--compare", metavar="LOG", help="A second log to compare with (B).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="DIR", help="Directory to write the report into (default: reports/<log name>/).")] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="N", help="Report launch N of the log (default: the last one).")] = None,
+    compare_run: Annotated[int | None, typer.Option("--compare-run", metavar="N", help="Launch N of the --compare log (default: the last one).")] = None,
     no_images: Annotated[bool, typer.Option("--no-images", help="Skip PNG/SVG rendering (Markdown, chart specs and HTML only).")] = False,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page.")] = False,
 ) -> None:
     """Write a post-mortem: index.md with charts as PNG and SVG, and index.html; print the path of index.md."""
+    from sglog.commands._common import log_paths
     from sglog.report import collect, render_files
     from sglog.report.escape import safe_name
-
-    from sglog.commands._common import log_paths
 
     logs = log_paths(logs)
     rep = collect(logs, run=run, compare=[compare] if compare else None, compare_run=compare_run)

@@ -10,20 +10,19 @@ Exit 0 = fixed, 1 = not fixed, 2 = bad input, 70 = internal error.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
 from sglog.commands._common import stderr_console, stdout_console
 from sglog.commands.diagnose import FailOn
-from sglog import jsonout
 
 REPORT_DIR = Path("reports") / "repro"
 CRASH_EXIT_GRACE = 5.0  # s to let a crashed server exit on its own before sglog stops it
@@ -50,18 +49,27 @@ sglog repro server.log --execute --bench smoke
 )
 def repro(
     log: Annotated[str, typer.Argument(metavar="LOG", help="The log of the run to reproduce.")],
-    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Run number in the log (default: the last run with a fix to try).")] = None,
-    finding: Annotated[Optional[list[str]], typer.Option("--finding", metavar="RULE", help="Apply only this finding's fix (rule name or code; repeatable).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="FLAG=VALUE", help="Set a flag: FLAG=VALUE (FLAG= removes it); applied after the fixes (repeatable).")] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="N", help="Run number in the log (default: the last run with a fix to try).")] = None,
+    finding: Annotated[list[str] | None, typer.Option("--finding", metavar="RULE", help="Apply only this finding's fix (rule name or code; repeatable).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", metavar="FLAG=VALUE", help="Set a flag: FLAG=VALUE (FLAG= removes it); applied after the fixes (repeatable).")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Launch it (default: only show the plan).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Seconds to wait for ready (and for --bench); at least 1.", show_default="1800")] = 1800.0,
-    log_out: Annotated[Optional[Path], typer.Option("--log-out", metavar="FILE", help="The new log (default reports/repro/<name>-<n>.log).")] = None,
-    bench: Annotated[Optional[Bench], typer.Option("--bench", metavar="KIND", help="Once ready (smoke or serving): smoke = 3 short /generate requests; serving = a short sglang.bench_serving run (with the server's Python, or $SGLOG_BENCH_LAUNCHER).")] = None,
-    launcher: Annotated[Optional[str], typer.Option("--launcher", metavar="COMMAND", help='How to start SGLang, e.g. "python3 -m sglang.launch_server" (or env SGLOG_LAUNCHER).')] = None,
+    log_out: Annotated[Path | None, typer.Option("--log-out", metavar="FILE", help="The new log (default reports/repro/<name>-<n>.log).")] = None,
+    bench: Annotated[
+        Bench | None,
+        typer.Option(
+            "--bench",
+            metavar="KIND",
+            help="Once ready (smoke or serving): smoke = 3 short /generate requests; serving = a short sglang.bench_serving run (with the server's Python, or $SGLOG_BENCH_LAUNCHER).",
+        ),
+    ] = None,
+    launcher: Annotated[str | None, typer.Option("--launcher", metavar="COMMAND", help='How to start SGLang, e.g. "python3 -m sglang.launch_server" (or env SGLOG_LAUNCHER).')] = None,
     fmt: Annotated[ReproFormat, typer.Option("--format", "-f", metavar="FORMAT", help="rich (terminal) or json.")] = ReproFormat.rich,
     stop_grace: Annotated[float, typer.Option("--stop-grace", metavar="SECONDS", help="Seconds to wait after SIGINT and after SIGTERM before the next signal.", show_default="10")] = 10.0,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress display.")] = False,
-    fail_on: Annotated[FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when the fix failed or a finding of the new run at or above this severity remains: error, warning or info.")] = FailOn.error,
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 1 when the fix failed or a finding of the new run at or above this severity remains: error, warning or info.")
+    ] = FailOn.error,
 ) -> None:
     """Relaunch SGLang with the suggested fix and verify it (a dry run unless --execute)."""
     import gc
@@ -69,9 +77,8 @@ def repro(
     gc.enable()  # (the other commands run without the cyclic collector, see cli.run; this one may watch a server for hours)
     from sglog.errors import InputError, UsageError
     from sglog.repro import plan as rplan
-    from sglog.runs import load_runs
-
     from sglog.repro.launch import check_seconds
+    from sglog.runs import load_runs
 
     check_seconds("--timeout", timeout, 1)  # (finite: nan and inf never ended, #28)
     check_seconds("--stop-grace", stop_grace, 0)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from sglog.cli import app
 from sglog import jsonout
+from sglog.cli import app
 
 
 class RulesFormat(str, Enum):
@@ -25,10 +25,9 @@ sglog rules --select SGL1 -f json
 )
 def rules(
     fmt: Annotated[RulesFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = RulesFormat.table,
-    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix.")] = None,
+    select: Annotated[list[str] | None, typer.Option("--select", metavar="RULE", help="Only these rules: code, name or prefix.")] = None,
 ) -> None:
     """List the rules: code, name, severity, what each finds."""
-    import json
 
     from sglog.commands.diagnose import term_width, use_color
     from sglog.errors import UsageError

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
 from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
-from sglog import jsonout
 
 
 @app.command(
@@ -22,12 +22,13 @@ sglog runs server.log -f jsonl | jq -r .ending
 """,
 )
 def runs(
-    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin); files of one launch (one per node) merge into one run.", show_default=False)] = None,
+    logs: Annotated[
+        list[str] | None, typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin); files of one launch (one per node) merge into one run.", show_default=False)
+    ] = None,
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, json (one document), jsonl (a run per line), csv or parquet (-o FILE).")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
-    import json
 
     from sglog.commands._common import log_paths
     from sglog.runs import load_runs
@@ -56,14 +57,14 @@ sglog timeline server.log --since 10:05 --until 10:30 --rank DP1
 """,
 )
 def timeline(
-    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin).", show_default=False)] = None,
-    run: Annotated[Optional[int], typer.Option("--run", metavar="N", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
+    logs: Annotated[list[str] | None, typer.Argument(metavar="LOG...", help="Log files or directories of them (- or piped: stdin).", show_default=False)] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="N", help="Only run N (1-based, as `sglog runs` numbers them).")] = None,
     window: Annotated[str, typer.Option("--window", "-w", metavar="WIDTH", help="Window width, e.g. 10s, 1m, 5m.")] = "10s",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, csv, parquet (-o FILE) or jsonl.")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP + " The windows aggregate the batch lines in it.")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
-    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="TIME", help=SINCE_HELP + " The windows aggregate the batch lines in it.")] = None,
+    until: Annotated[str | None, typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[list[str] | None, typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
 ) -> None:
     """Serving timeline in windows: decode throughput p10/p50/p90, running/queue, token usage, CUDA-graph share, retractions."""
     import polars as pl

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sglog.errors import UsageError
 

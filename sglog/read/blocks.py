@@ -17,10 +17,9 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sglog.events import Rank, to_gb
 from sglog.read import frames as pyframes
 from sglog.read import grammar, signatures
-from sglog.events import Rank, to_gb
-
 
 # (text, preferred source) -> the catalogued SGLang message it is: template, source, fields (or None)
 Catalogued = Callable[[str, "str | None"], "dict[str, Any] | None"]

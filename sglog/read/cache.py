@@ -17,8 +17,9 @@ import functools
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ENV_DIR = "SGLOG_CACHE_DIR"
 

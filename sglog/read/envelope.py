@@ -298,8 +298,7 @@ def _merge(out: Fields, new: Fields) -> None:
         out[key] = v
 
 
-def _strip(line: str, heads: tuple[tuple[str, re.Pattern[str], Shape], ...], tails: tuple[Shape, ...],
-           repairs: tuple[Repair, ...]) -> tuple[str, Fields]:
+def _strip(line: str, heads: tuple[tuple[str, re.Pattern[str], Shape], ...], tails: tuple[Shape, ...], repairs: tuple[Repair, ...]) -> tuple[str, Fields]:
     text = line
     out: Fields = {}
     names: list[str] = []
@@ -319,7 +318,7 @@ def _strip(line: str, heads: tuple[tuple[str, re.Pattern[str], Shape], ...], tai
             if m is not None:
                 _merge(out, shape.fields(m))
                 names.append(name)
-                text = text[m.end():]
+                text = text[m.end() :]
                 del todo[i]
                 progress = True
                 break
@@ -364,12 +363,7 @@ def strip_outer(line: str) -> tuple[str, Fields]:
     """
     if line[:1] == "[" and (line[5:6] == "-" or line[3:4] == ":"):
         i = line.find("] ", 6)
-        if (
-            i > 0
-            and line[i + 2 : i + 3] not in _NOT_AFTER_OWN
-            and not line.endswith(_PADDED)
-            and "](http" not in line
-        ):
+        if i > 0 and line[i + 2 : i + 3] not in _NOT_AFTER_OWN and not line.endswith(_PADDED) and "](http" not in line:
             return line, {}  # SGLang's own prefix, nothing around it
     return _strip(line, _HEADS, _TAILS, REPAIRS)
 
@@ -437,9 +431,7 @@ class Unwrapper:
         order = [s.name for s in SHAPES] + [r.name for r in REPAIRS]
         self.present = tuple(sorted(found, key=order.index))
         self.counts = counts
-        self._heads = tuple(
-            (s.name, s.loose or s.regex, s) for s in SHAPES if s.side == "head" and s.name in self.present
-        )
+        self._heads = tuple((s.name, s.loose or s.regex, s) for s in SHAPES if s.side == "head" and s.name in self.present)
         self._tails = tuple(s for s in SHAPES if s.side == "tail" and s.name in self.present)
         self._repairs = tuple(r for r in REPAIRS if r.name in self.present)
         self._detected = True
@@ -500,6 +492,8 @@ def _drop_negative_lookaheads(src: str) -> str | None:
         if depth:
             return None
         i = k
+
+
 VECTOR_DEPTH = 3  # nested wrappers a vectorised reader strips
 
 

@@ -24,9 +24,12 @@ from collections.abc import Iterable
 
 # each product's own words: names, module paths, logger names, line heads it alone prints
 OTHER_SERVERS: tuple[tuple[str, str], ...] = (
-    ("vLLM", r"\bvLLM\b|\bvllm[./](?:entrypoints|engine|v1|worker|executor|model_executor)\b|\bvllm serve\b"
-     r"|\((?:RayWorkerWrapper|EngineCore(?:_\d+)?|APIServer|VllmWorker(?:Process)?|Worker_TP\d+) pid=\d+\)"
-     r"|\bSpecDecoding metrics:|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput"),
+    (
+        "vLLM",
+        r"\bvLLM\b|\bvllm[./](?:entrypoints|engine|v1|worker|executor|model_executor)\b|\bvllm serve\b"
+        r"|\((?:RayWorkerWrapper|EngineCore(?:_\d+)?|APIServer|VllmWorker(?:Process)?|Worker_TP\d+) pid=\d+\)"
+        r"|\bSpecDecoding metrics:|Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput",
+    ),
     ("TGI (text-generation-inference)", r"\btext[_-]generation[_-](?:launcher|router|server)\b"),
     ("LMDeploy", r"\blmdeploy\b"),
     ("llama.cpp", r"\bllama_model_loader: |\bllm_load_(?:tensors|print_meta): |\bllama_new_context_with_model: |\bllama-server\b|\bllama_init_from_model: "),
@@ -36,7 +39,9 @@ OTHER_SERVERS: tuple[tuple[str, str], ...] = (
 )
 
 # basenames too common to tell SGLang's module from another program's
-_GENERIC_MODULES = frozenset({"__init__.py", "utils.py", "config.py", "main.py", "server.py", "worker.py", "api.py", "base.py", "common.py", "logger.py", "log.py", "cli.py", "app.py", "core.py", "model.py", "engine.py"})
+_GENERIC_MODULES = frozenset(
+    {"__init__.py", "utils.py", "config.py", "main.py", "server.py", "worker.py", "api.py", "base.py", "common.py", "logger.py", "log.py", "cli.py", "app.py", "core.py", "model.py", "engine.py"}
+)
 # SGLang's own code in a block's frames: its package's paths or modules, its kernel library
 _SGLANG_CODE = re.compile(r"\bsglang[/.]|\bsgl[_-]kernel\b")
 _LAUNCH = re.compile(r"\bsglang[._]launch_server\b|\bsglang serve\b|\bsglang\.srt\.")

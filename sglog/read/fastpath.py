@@ -51,8 +51,8 @@ from typing import Any
 import polars as pl
 
 from sglog import schema
-from sglog.read import grammar, messages, records
 from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
+from sglog.read import grammar, messages, records
 
 BATCH_KINDS = ("decode_batch", "prefill_batch")
 HOT_KINDS = ("prefill_batch", "decode_batch", "http_access")
@@ -1079,7 +1079,7 @@ def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | No
     got = ext.filter(mask)
     left = todo.filter(~mask)
     values: dict[str, pl.Expr] = {}
-    for i, name, _vc, dt in shape.groups:
+    for _i, name, _vc, _dt in shape.groups:
         values[name] = pl.col(f"_t_{name}").alias(name)
     for k, val in shape.const.items():
         values[k] = pl.lit(val).alias(k)

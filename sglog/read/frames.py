@@ -45,19 +45,30 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     ("sglang.srt.model_loader.utils", "*", None),  # architecture lookups: also run by the tokenizer manager
     ("sglang.srt.layers.attention.vision*", "*", None),  # model layers, built while the weights load
     # -- distributed init
-    ("sglang.*", "init_torch_distributed|init_distributed_environment|initialize_model_parallel|ensure_model_parallel_initialized"
-     "|init_model_parallel_group|init_world_group|initialize_dp_attention|init_distributed|init_process_group", "distributed_init"),
+    (
+        "sglang.*",
+        "init_torch_distributed|init_distributed_environment|initialize_model_parallel|ensure_model_parallel_initialized"
+        "|init_model_parallel_group|init_world_group|initialize_dp_attention|init_distributed|init_process_group",
+        "distributed_init",
+    ),
     ("sglang.srt.distributed.parallel_state", "__init__", "distributed_init"),  # GroupCoordinator
     ("sglang.srt.distributed.bootstrap", "*", "distributed_init"),  # (0.5.2x)
     ("sglang.srt.distributed.gated_launch", "*", "distributed_init"),
     ("sglang.srt.distributed.device_communicators.*", "__init__|ncclCommInitRank|ncclGetUniqueId|ncclCommInitRankConfig", "distributed_init"),
     ("vllm.distributed.*", "init_distributed_environment|initialize_model_parallel|ensure_model_parallel_initialized|init_model_parallel_group|init_world_group|__init__", "distributed_init"),
     ("vllm.model_executor.parallel_utils.*", "initialize_model_parallel|init_distributed_environment", "distributed_init"),
-    ("torch.distributed.*", "init_process_group|rendezvous|_create_c10d_store|_new_process_group_helper|new_group|_env_rendezvous_handler"
-     "|_tcp_rendezvous_handler|_store_based_barrier|init_device_mesh", "distributed_init"),
+    (
+        "torch.distributed.*",
+        "init_process_group|rendezvous|_create_c10d_store|_new_process_group_helper|new_group|_env_rendezvous_handler|_tcp_rendezvous_handler|_store_based_barrier|init_device_mesh",
+        "distributed_init",
+    ),
     # -- shutdown
-    ("sglang.*", "kill_process_tree|kill_itself_when_parent_died|shutdown|_shutdown|graceful_shutdown|sigterm_handler|sigquit_handler"
-     "|running_phase_sigquit_handler|destroy_model_parallel|destroy_distributed_environment|cleanup_dist_env_and_memory", "shutdown"),
+    (
+        "sglang.*",
+        "kill_process_tree|kill_itself_when_parent_died|shutdown|_shutdown|graceful_shutdown|sigterm_handler|sigquit_handler"
+        "|running_phase_sigquit_handler|destroy_model_parallel|destroy_distributed_environment|cleanup_dist_env_and_memory",
+        "shutdown",
+    ),
     ("torch.distributed.*", "destroy_process_group", "shutdown"),
     ("threading", "_shutdown", "shutdown"),
     ("multiprocessing.util", "_exit_function|_run_finalizers", "shutdown"),
@@ -66,8 +77,12 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     ("sglang.srt.disaggregation.*", "*", "pd_transfer"),
     ("sglang.srt.managers.scheduler", "init_disaggregation", "pd_transfer"),
     # -- weights
-    ("sglang.*", "load_model|load_weights|load_weights_and_postprocess|update_weights_from_disk|update_weights_from_tensor"
-     "|update_weights_from_distributed|post_load_weights|load_kv_cache_scales|process_weights_after_loading|weight_loader*", "weight_load"),
+    (
+        "sglang.*",
+        "load_model|load_weights|load_weights_and_postprocess|update_weights_from_disk|update_weights_from_tensor"
+        "|update_weights_from_distributed|post_load_weights|load_kv_cache_scales|process_weights_after_loading|weight_loader*",
+        "weight_load",
+    ),
     ("sglang.srt.model_loader.loader", "*", "weight_load"),
     ("sglang.srt.model_loader.model_loader", "*", "weight_load"),
     ("sglang.srt.model_executor.model_runner_components.*weight*", "*", "weight_load"),  # startup_weight_load, weight_updater (0.5.2x)
@@ -78,21 +93,26 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     ("vllm.model_executor.model_loader*", "*", "weight_load"),
     ("vllm.model_executor.weight_utils", "*", "weight_load"),
     # -- memory pools (KV cache, request-to-token, host pools), sized and allocated
-    ("sglang.*", "init_memory_pool|profile_max_num_token|_profile_max_num_token|init_memory_pool_and_cache|init_cache_with_memory_pool"
-     "|_init_pools|init_kv_cache*|handle_max_mamba_cache|set_num_token_hybrid", "kv_pool"),
+    (
+        "sglang.*",
+        "init_memory_pool|profile_max_num_token|_profile_max_num_token|init_memory_pool_and_cache|init_cache_with_memory_pool|_init_pools|init_kv_cache*|handle_max_mamba_cache|set_num_token_hybrid",
+        "kv_pool",
+    ),
     ("sglang.srt.mem_cache.*pool*", "__init__|_create_buffers|create_buffers|_init_buffers|init_buffers", "kv_pool"),
     ("sglang.srt.model_executor.pool_configurator", "*", "kv_pool"),  # the pool's size (0.5.10+)
     ("sglang.srt.mem_cache.kv_cache_configurator", "*", "kv_pool"),
     ("sglang.srt.mem_cache.kv_cache_builder", "*", "kv_pool"),
     # -- attention backends (made once, before any graph is captured)
-    ("sglang.*", "init_attention_backend|_get_attention_backend|_get_attention_backend_from_str|init_attention_backends|init_flashinfer"
-     "|init_double_sparsity_channel_config", "attention_backend_init"),
+    ("sglang.*", "init_attention_backend|_get_attention_backend|_get_attention_backend_from_str|init_attention_backends|init_flashinfer|init_double_sparsity_channel_config", "attention_backend_init"),
     ("sglang.srt.layers.attention.attention_registry", "create_*", "attention_backend_init"),
     ("sglang.srt.model_executor.model_runner_components.attention_backend_setup", "*", "attention_backend_init"),
     ("sglang.srt.layers.attention.*backend*", "__init__", "attention_backend_init"),
     # -- graph capture (CUDA, piecewise, NPU/CPU graph runners, draft graphs)
-    ("sglang.*", "init_cuda_graphs|init_device_graphs|init_piecewise_cuda_graphs|init_cuda_graph_state|init_forward_metadata_capture_cuda_graph"
-     "|graph_capture|capture_one_batch_size", "cuda_graph_capture"),
+    (
+        "sglang.*",
+        "init_cuda_graphs|init_device_graphs|init_piecewise_cuda_graphs|init_cuda_graph_state|init_forward_metadata_capture_cuda_graph|graph_capture|capture_one_batch_size",
+        "cuda_graph_capture",
+    ),
     ("sglang.srt.model_executor.model_runner_components.cuda_graph_setup", "*", "cuda_graph_capture"),
     # a graph runner's replay is serving, not capture: prefill graphs (piecewise, ViT) run prefills
     ("sglang.*piecewise*graph_runner*", "replay*", "prefill"),
@@ -102,22 +122,32 @@ PHASES: tuple[tuple[str, str, str | None], ...] = (
     ("sglang.*graph_runner*", "*", "cuda_graph_capture"),
     ("torch.cuda.graphs", "capture_begin|capture_end|__enter__|__exit__", "cuda_graph_capture"),
     # -- warm-up (server warm-up requests, kernel autotuning, DeepGEMM's JIT)
-    ("sglang.*", "_wait_and_warmup|_execute_server_warmup|execute_warmups|kernel_warmup|_flashinfer_autotune|warmup_deep_gemm*"
-     "|_maybe_compile_deep_gemm*|_compile_deep_gemm*|deep_gemm_warmup", "warmup"),
+    (
+        "sglang.*",
+        "_wait_and_warmup|_execute_server_warmup|execute_warmups|kernel_warmup|_flashinfer_autotune|warmup_deep_gemm*|_maybe_compile_deep_gemm*|_compile_deep_gemm*|deep_gemm_warmup",
+        "warmup",
+    ),
     ("sglang.srt.entrypoints.warmup", "*", "warmup"),
     ("sglang.srt.layers.*deep_gemm_wrapper.compile_utils", "*", "warmup"),
     # -- a forward pass, its mode when a frame tells it
     ("sglang.*", "forward_draft_extend_after_decode", "decode"),
-    ("sglang.*", "forward_extend|forward_split_prefill|forward_target_extend|forward_draft_extend|process_batch_result_prefill"
-     "|get_new_batch_prefill|_get_new_batch_prefill_raw|prepare_for_extend|forward_fill_batch|forward_prefill", "prefill"),
-    ("sglang.*", "forward_decode|process_batch_result_decode|update_running_batch|prepare_for_decode|forward_decode_batch"
-     "|forward_draft_decode|draft_forward|forward_target_verify", "decode"),
+    (
+        "sglang.*",
+        "forward_extend|forward_split_prefill|forward_target_extend|forward_draft_extend|process_batch_result_prefill"
+        "|get_new_batch_prefill|_get_new_batch_prefill_raw|prepare_for_extend|forward_fill_batch|forward_prefill",
+        "prefill",
+    ),
+    ("sglang.*", "forward_decode|process_batch_result_decode|update_running_batch|prepare_for_decode|forward_decode_batch|forward_draft_decode|draft_forward|forward_target_verify", "decode"),
     ("sglang.srt.speculative.*", "draft|verify|_draft_preprocess_decode", "decode"),
     ("sglang.srt.layers.attention.*decode_attention*", "*", "decode"),  # the decode attention kernels
     ("sglang.srt.layers.sampler", "*", "forward"),  # sampling and the logits: the end of every forward step
     ("sglang.srt.layers.logits_processor", "*", "forward"),
-    ("sglang.*", "forward|forward_idle|_forward_raw|forward_batch_generation|forward_batch_speculative_generation|forward_batch_embedding"
-     "|run_batch|forward_step|process_batch_result|forward_thread_func|forward_thread_func_|resolve_last_batch_result|resolve_batch_result", "forward"),
+    (
+        "sglang.*",
+        "forward|forward_idle|_forward_raw|forward_batch_generation|forward_batch_speculative_generation|forward_batch_embedding"
+        "|run_batch|forward_step|process_batch_result|forward_thread_func|forward_thread_func_|resolve_last_batch_result|resolve_batch_result",
+        "forward",
+    ),
 )
 
 _STDLIB_DIR = re.compile(r"python\d+(?:\.\d+)*")

@@ -14,7 +14,6 @@ the grammar describes.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -215,10 +214,7 @@ def _flat_regex(rule: str, tree, term) -> str:
 
 def envelope_regex() -> str:
     """The SGLang record envelope: optional Ray prefix, ``[ts RANKS] ``."""
-    return (
-        f"^(?P<ray>{terminal_pattern('ENV_RAY')})?"
-        f"\\[(?P<ts>{terminal_pattern('ENV_TS')})(?P<ranks>{terminal_pattern('ENV_RANKS')})?\\] "
-    )
+    return f"^(?P<ray>{terminal_pattern('ENV_RAY')})?\\[(?P<ts>{terminal_pattern('ENV_TS')})(?P<ranks>{terminal_pattern('ENV_RANKS')})?\\] "
 
 
 @functools.cache

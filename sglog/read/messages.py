@@ -24,8 +24,8 @@ from typing import Any
 from lark import Token, Tree
 from lark.exceptions import LarkError
 
-from sglog.read import grammar
 from sglog.events import KIND_CLASSES, guess, to_gb
+from sglog.read import grammar
 
 MAX_PARSE_CHARS = 1 << 20  # longer records are not given to lark (unparsed, with a reason)
 
@@ -129,9 +129,7 @@ def term_fields(cls, tree: Tree) -> dict[str, Any]:
 
 # -- per-rule interpretation ------------------------------------------------------
 
-_CAPTURE_SUBJECT = re.compile(
-    r"Capture (?:(?P<role>target|draft) (?P<stage>decode|verify|prefill|extend) |(?P<draft>draft) (?P<dext>extend )?|(?P<piece>piecewise) )?(?P<device>\w+) graph"
-)
+_CAPTURE_SUBJECT = re.compile(r"Capture (?:(?P<role>target|draft) (?P<stage>decode|verify|prefill|extend) |(?P<draft>draft) (?P<dext>extend )?|(?P<piece>piecewise) )?(?P<device>\w+) graph")
 _PROGRESS = re.compile(r"^(?P<desc>.*?):? *(?P<pct>\d{1,3})%.*?\| *(?P<n>[\d.]+[kMGTPEZY]?)(?P<unit>i?B)?/(?P<total>[\d.]+[kMGTPEZY]?)")
 _PROGRESS_NO_TOTAL = re.compile(r"^(?:(?P<desc>.*?): ?)? *(?P<n>[\d.]+[kMGTPEZY]?)(?P<unit>it|i?B|[a-z]+)? \[")
 _SCALE = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
@@ -269,7 +267,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         path, lineno, category = head.rsplit(":", 3)[0], head.rsplit(":", 3)[1], head.rsplit(":", 3)[2].strip()
         # the message may go on over indented lines; the last one is the source line shown by `warnings`
         rest = [line.strip() for line in _cont_lines(tree) if line.strip()]
-        first = message.split("\n", 1)[0][len(head):].strip()
+        first = message.split("\n", 1)[0][len(head) :].strip()
         text = "\n".join([x for x in [first] + rest[:-1] if x])
         fields.update(path=path, lineno=int(lineno), category=category, message=text)
         if rest:
@@ -283,7 +281,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields.update(package=name, version=version)
         return fields
     if kind == "launch_command":
-        fields["command"] = message[len("command="):] if message.startswith("command=") else message
+        fields["command"] = message[len("command=") :] if message.startswith("command=") else message
         return fields
     if kind == "watchdog_timeout":
         m = re.search(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?", message)
@@ -298,10 +296,14 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         if p:
             fields["pid"] = int(p.group(1))
         fields["variant"] = (
-            "terminated" if p
-            else "exit_code" if message.startswith("Exit code")
-            else "init_failed" if message.startswith("Initialization failed")
-            else "died_during_init" if "died during initialization" in message
+            "terminated"
+            if p
+            else "exit_code"
+            if message.startswith("Exit code")
+            else "init_failed"
+            if message.startswith("Initialization failed")
+            else "died_during_init"
+            if "died during initialization" in message
             else "dead"
         )
         return fields
@@ -442,7 +444,7 @@ def strip_prefix(message: str) -> tuple[str, dict[str, Any]]:
         m = grammar.compiled(name).match(message)
         if m:
             extra = {f"log_{k}": (int(v) if k == "pid" else v) for k, v in m.groupdict().items() if v is not None}
-            return message[m.end():], extra
+            return message[m.end() :], extra
     return message, {}
 
 

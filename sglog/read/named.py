@@ -75,9 +75,7 @@ REQUESTS: dict[str, Name] = {
     # the tokenizer manager's check against the model's context length (0.1.16-), raised
     "The input ({} tokens) is longer than the model's context length ({} tokens)": _n("request_too_long", "input_tokens", "limit", **_CTX, action="rejected"),
     "The input ({} tokens) is longer than the model's context length ({} tokens).": _n("request_too_long", "input_tokens", "limit", **_CTX, action="rejected"),
-    "The input ({} tokens) is longer than the model's context length ({} tokens). Truncating the input.": _n(
-        "request_too_long", "input_tokens", "limit", **_CTX, action="truncated"
-    ),
+    "The input ({} tokens) is longer than the model's context length ({} tokens). Truncating the input.": _n("request_too_long", "input_tokens", "limit", **_CTX, action="truncated"),
     # input + max_new_tokens over the context (0.4.1.post7-): refused, or max_new_tokens cut (0.5.1-)
     "Requested token count exceeds the model's maximum context length of {} tokens. You requested a total of {} tokens: {} tokens from the input messages and {} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.": _n(
         "request_too_long", "limit", "total_tokens", "input_tokens", "new_tokens", **_CTX, action="rejected"
@@ -123,9 +121,7 @@ DISAGGREGATION: dict[str, Name] = {
     "Prefill Failed to register to bootstrap server: {}": _n("pd_bootstrap_failed", "error", stage="register", side="prefill"),
     "Prefill instance failed to register to bootstrap server: {}": _n("pd_bootstrap_failed", "error", stage="register", side="prefill"),
     "Prefill instance failed to register to bootstrap server after {} retries": _n("pd_bootstrap_failed", "retries", stage="register", side="prefill"),
-    "torch.distributed must be initialised before CommonKVManager registers to the bootstrap server in multi-node prefill mode.": _n(
-        "pd_bootstrap_failed", stage="register", side="prefill"
-    ),
+    "torch.distributed must be initialised before CommonKVManager registers to the bootstrap server in multi-node prefill mode.": _n("pd_bootstrap_failed", stage="register", side="prefill"),
     "Could not fetch bootstrap info for engine rank: {}": _n("pd_bootstrap_failed", "engine_rank", stage="fetch_info", side="decode"),
     "Could not fetch bootstrap info for engine rank: {} and target_dp_group: {}": _n("pd_bootstrap_failed", "engine_rank", "dp_group", stage="fetch_info", side="decode"),
     "Could not fetch prefill dp_size for bootstrap_addr: {}": _n("pd_bootstrap_failed", "bootstrap_addr", stage="fetch_info", side="decode"),
@@ -208,9 +204,7 @@ SUMMARIES: dict[str, Name] = {
 # the scheduler's batch lines as 0.1.x printed them (the grammar names 0.1.17+'s `Prefill batch.` /
 # `Decode batch.` lines): the same numbers under today's field names, so timelines and rules read them
 BATCHES: dict[str, Name] = {
-    "new fill batch. #seq: {}. #cached_token: {}. #new_token: {}. #remaining_req: {}. #running_req: {}": _n(
-        "prefill_batch", "new_seq", "cached_token", "new_token", "queue_req", "running_req"
-    ),
+    "new fill batch. #seq: {}. #cached_token: {}. #new_token: {}. #remaining_req: {}. #running_req: {}": _n("prefill_batch", "new_seq", "cached_token", "new_token", "queue_req", "running_req"),
     "new fill batch. #seq: {}. #cached_token: {}. #new_token: {}. #remaining_req: {}. #running_req: {}. tree_cache_hit_rate: {}%.": _n(
         "prefill_batch", "new_seq", "cached_token", "new_token", "queue_req", "running_req", "cache_hit_rate"
     ),

@@ -32,11 +32,11 @@ from typing import Any
 
 import polars as pl
 
+from sglog.events import BLOCK_KINDS, KIND_CLASSES, RANK_AXES, Event, Rank, make
 from sglog.read import blocks, fastpath, grammar, messages
 from sglog.read import named as named_messages
-from sglog.events import BLOCK_KINDS, KIND_CLASSES, RANK_AXES, Event, Rank, make
-from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
+from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.records import Folder, Record, is_start
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
@@ -95,7 +95,6 @@ class ParsedLog:
         out[source_of("decode_batch")] += self.batches.height
         out[source_of("http_access")] += self.access.height
         return out
-
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         """Every event as a dict, in line order (slow-path events and frame rows merged).
@@ -225,7 +224,7 @@ class RecordParser:
         if not m:
             return first, None, True, None, None
         ts, has_date = self.ts(m.group("ts"))
-        return first[m.end():], ts, has_date, self.rank(m.group("ranks")), m.group("ray")
+        return first[m.end() :], ts, has_date, self.rank(m.group("ranks")), m.group("ray")
 
     def message(self, message: str) -> tuple[str, dict[str, Any]] | None:
         if len(message) > _MEMO_LEN:
@@ -621,7 +620,7 @@ class _Numbering:
         self.next: int | None = None
 
     @classmethod
-    def start(cls) -> "_Numbering":
+    def start(cls) -> _Numbering:
         n = cls()
         n.next = 1
         n.ready.set()

@@ -102,7 +102,7 @@ def clean(raw: str) -> str:
     if GLUE_NEEDLES[0] in t or GLUE_NEEDLES[1] in t or t.startswith(".."):  # cheap test before the regex search
         m = _GLUED.search(t)
         if m and m.start("head") > 0 and _GLUE_PREFIX.match(t[: m.start()]):
-            t = t[m.start("head"):]
+            t = t[m.start("head") :]
     return t
 
 
@@ -115,16 +115,12 @@ _SGL_PREFIX = None
 _CONT_SGLANG = re.compile(
     r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|[\w.]*\.(?:available|evictable)_size\(\)=|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
 )
-_TB_INNER = re.compile(
-    r"^(?:\s|File \"|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)"
-)
+_TB_INNER = re.compile(r"^(?:\s|File \"|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause)")
 _FATAL_INNER = re.compile(r"^(?:\s|Thread 0x|Current thread 0x|Extension modules:|Stack \(most recent call first\):|<no Python frame>)")
 _CPP_INNER = re.compile(r"^(?:\s|Exception raised from|frame #\d+:|what\(\):)")
 _CPP_CONT = re.compile(r"^(?:Exception raised from|frame #\d+:)")  # c10::Error's location and frames inside an exception message
 _ECHO = re.compile(r"^\s+warnings\.warn(?:_explicit)?\(")  # the source line `warnings` shows under a warning
-_LOGERR_INNER = re.compile(
-    r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause|Call stack:|Message: |Arguments: )"
-)
+_LOGERR_INNER = re.compile(r"^(?:\s|Traceback \(most recent call last\):|During handling of the above exception|The above exception was the direct cause|Call stack:|Message: |Arguments: )")
 _CALL_LOG_INNER = re.compile(r"^\s+- ")
 _NEWLINE_MAX = 20  # lines a message that starts with a newline may hold
 
@@ -339,7 +335,7 @@ class Folder:
             mode = "call_log"
         else:
             m = _SGL_PREFIX.match(text)
-            msg = text[m.end():] if m else text
+            msg = text[m.end() :] if m else text
             if msg.startswith("server_args=") and _unbalanced(msg) > 0:
                 mode = "wrapped"
                 self._depth = _unbalanced(msg)
@@ -364,9 +360,7 @@ class Folder:
                 self._seen_exception = False
             elif not self._seen_exception:
                 # the exception line; one whose type TB_EXCEPTION's suffixes miss counts where frames end
-                self._seen_exception = _EXCEPTION.match(text) is not None or (
-                    _EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.logical)
-                )
+                self._seen_exception = _EXCEPTION.match(text) is not None or (_EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.logical))
 
     def _continues(self, text: str) -> bool:
         mode = self._cur.mode
@@ -409,7 +403,7 @@ class Folder:
         if mode == "warning":
             return text[:1].isspace()
         if mode == "sglang":
-            return bool(_CONT_SGLANG.match(text)) and not is_start(text) and not text.lstrip().startswith("File \"")
+            return bool(_CONT_SGLANG.match(text)) and not is_start(text) and not text.lstrip().startswith('File "')
         if mode == "line":
             return bool(_CONT_SGLANG.match(text)) and not text[:1].isspace() and not is_start(text)
         return False
@@ -460,7 +454,7 @@ _FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "
 def _message_of(text: str) -> str:
     """A record's first line without SGLang's envelope."""
     m = _SGL_PREFIX.match(text)
-    return text[m.end():] if m else text
+    return text[m.end() :] if m else text
 
 
 def rewrapped(first: str, text: str) -> str | None:

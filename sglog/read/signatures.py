@@ -15,7 +15,8 @@ frames instead (``missing_module``, ``arch_unsupported`` from torch's symmetric-
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # name -> phrases (lower case); the order is documentation only: an error can have several
 PHRASES: dict[str, tuple[str, ...]] = {

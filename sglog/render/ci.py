@@ -5,8 +5,8 @@ Pure: findings in, a string out; the CLI writes it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
 from sglog import jsonout
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -28,6 +28,7 @@ def _text(f) -> str:
 def sarif(findings, rules) -> str:
     """A SARIF 2.1.0 log: one run of the tool ``sglog``, its rules, a result per finding.
 
+    >>> import json
     >>> from sglog.findings import Evidence, Finding
     >>> doc = json.loads(sarif([Finding("SGL101", "x", "error", "m", 1, evidence=(Evidence("a.log", 4, None),))], []))
     >>> r = doc["runs"][0]["results"][0]

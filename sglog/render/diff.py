@@ -312,6 +312,7 @@ def _sizes(c: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ markdown
 
+
 def _row(*cells: Any) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -344,7 +345,7 @@ def render_markdown(result: DiffResult, level: int = 1) -> str:
     elif d["config_changes"]:
         out += [_row("flag", "A", "B", "origin"), _row("---", "---", "---", "---")]
         for c in d["config_changes"]:
-            out.append(_row(code(c['cli_flag'], in_table=True), e(fmt(c["a"])), e(fmt(c["b"])), e(_origin(c))))
+            out.append(_row(code(c["cli_flag"], in_table=True), e(fmt(c["a"])), e(fmt(c["b"])), e(_origin(c))))
     else:
         out.append("No changed flags.")
     out.append("")

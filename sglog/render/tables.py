@@ -77,17 +77,19 @@ def runs_table(rows: list[dict[str, Any]], width: int | None = None):
         if ending.get("status") == "crashed" and rc.get("exc_message"):
             ended = ended.split(" (", 1)[0] + f" ({rc.get('exc_type') or rc.get('kind')}, see below)"
             notes.append(Padding(Text(f"run {r['run']}: {ending['description']}"), (0, 0, 0, 2)))
-        cells.append([
-            str(r["run"]),
-            r["name"],
-            r.get("version") or "?",
-            (r.get("model") or "?")[-40:],
-            par or "?",
-            spec,
-            ended,
-            f"{r['startup_s']:.0f} s" if r.get("startup_s") is not None else "-",
-            f"{r['decode_tok_s_median']:.1f}" if r.get("decode_tok_s_median") is not None else "-",
-        ])
+        cells.append(
+            [
+                str(r["run"]),
+                r["name"],
+                r.get("version") or "?",
+                (r.get("model") or "?")[-40:],
+                par or "?",
+                spec,
+                ended,
+                f"{r['startup_s']:.0f} s" if r.get("startup_s") is not None else "-",
+                f"{r['decode_tok_s_median']:.1f}" if r.get("decode_tok_s_median") is not None else "-",
+            ]
+        )
     _columns(t, ["run", "name", "version", "model", "parallelism", "spec", "ended", "startup", "decode tok/s"], cells, width)
     for row in cells:
         t.add_row(*row)

@@ -11,14 +11,13 @@ The file names ``render_files`` returns are fixed (``index.md``,
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sglog import jsonout
 from sglog.report.charts import chart_specs, to_png, to_svg
 from sglog.report.collect import collect, pick_window
 from sglog.report.markdown import render_markdown, title
 from sglog.report.model import Report
-from sglog import jsonout
 
 __all__ = ["Report", "chart_specs", "collect", "pick_window", "render_files", "render_markdown", "spec_json"]
 

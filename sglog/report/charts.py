@@ -189,9 +189,7 @@ def startup_chart(report: Report) -> dict[str, Any] | None:
             extra.append(f"{who}green line: server ready {st.total_s:.0f} s after {since}")
         c = crash_mark(s)
         if c is not None:
-            layers.append(
-                alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")])
-            )
+            layers.append(alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")]))
             extra.append(f"{who}red dashed line: crashed {c['crash_s']:.0f} s after {since} ({c['label']})")
         n_rows = len(ranks) if per_rank else len({r["phase"] for r in rows})
         panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=max(60, 24 * n_rows))))
@@ -209,9 +207,7 @@ def memory_rows(s: Subject) -> list[dict[str, Any]]:
     if not m.total_gb:
         return []
     run = s.label or s.run.name
-    rows: list[dict[str, Any]] = [
-        {"run": run, "item": "free at weight load (T)", "start": 0.0, "end": _r(m.total_gb), "gb": _r(m.total_gb), "kind": "total"}
-    ]
+    rows: list[dict[str, Any]] = [{"run": run, "item": "free at weight load (T)", "start": 0.0, "end": _r(m.total_gb), "gb": _r(m.total_gb), "kind": "total"}]
     at = 0.0
     # (in SGLang's order: the static pool is the target's weights and KV cache, mem_fraction_static
     # x T; the draft model's weights and KV cache are allocated after it, then the CUDA graphs)
@@ -283,9 +279,7 @@ def memory_chart(report: Report) -> dict[str, Any] | None:
             marks = alt.Chart(alt.Data(values=[pool]))
             layers.append(marks.mark_rule(color="#d62728", strokeWidth=2, strokeDash=[6, 3]).encode(x="gb:Q", tooltip=[alt.Tooltip("label:N", title="static pool")]))
             layers.append(
-                marks.mark_text(align="right" if right else "left", baseline="bottom", dx=-4 if right else 4, dy=-3, color="#d62728", fontSize=11).encode(
-                    x="gb:Q", y=alt.value(0), text="label:N"
-                )
+                marks.mark_text(align="right" if right else "left", baseline="bottom", dx=-4 if right else 4, dy=-3, color="#d62728", fontSize=11).encode(x="gb:Q", y=alt.value(0), text="label:N")
             )
         e = s.run.ending
         if e is not None and e.status in ("crashed", "incomplete") and e.phase != "serving":
@@ -425,27 +419,33 @@ def serving_chart(report: Report) -> dict[str, Any] | None:
         )
     if _has(rows, "token_usage"):
         panels.append(
-            line("token_usage").encode(
+            line("token_usage")
+            .encode(
                 y=alt.Y("token_usage:Q", title="KV token usage", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
                 color=color,
                 tooltip=[*tip_time, alt.Tooltip("token_usage:Q", title="token usage", format=".1%")],
-            ).properties(title="KV cache token usage (mean per window)")
+            )
+            .properties(title="KV cache token usage (mean per window)")
         )
     if _has(rows, "cuda_graph"):
         panels.append(
-            line("cuda_graph", interpolate="step-after").encode(
+            line("cuda_graph", interpolate="step-after")
+            .encode(
                 y=alt.Y("cuda_graph:Q", title="on CUDA graph", axis=alt.Axis(format="%", tickCount=3), scale=alt.Scale(domain=[0, 1])),
                 color=color,
                 tooltip=[*tip_time, alt.Tooltip("cuda_graph:Q", title="decode batches on CUDA graph", format=".0%")],
-            ).properties(title="CUDA-graph coverage: share of decode batches run as a captured graph", height=70)
+            )
+            .properties(title="CUDA-graph coverage: share of decode batches run as a captured graph", height=70)
         )
     if _has(rows, "accept_len"):
         panels.append(
-            line("accept_len").encode(
+            line("accept_len")
+            .encode(
                 y=alt.Y("accept_len:Q", title="accept length (tokens)", scale=alt.Scale(zero=True)),
                 color=color,
                 tooltip=[*tip_time, alt.Tooltip("accept_len:Q", title="accept length", format=".2f")],
-            ).properties(title="Speculative decoding: mean accept length per window (tokens)")
+            )
+            .properties(title="Speculative decoding: mean accept length per window (tokens)")
         )
     # one x scale for every panel; only the bottom panel carries the axis title
     x_domain = [min(r["t"] for r in rows + crashes), max(r["t"] for r in rows + crashes)]

@@ -108,9 +108,7 @@ def relaunch_command(run, findings) -> Relaunch | None:
         plan = build_plan(run, findings)  # most severe first: its fix decides a flag
     except UsageError:
         return None  # neither a launch command nor server arguments
-    changes = tuple(
-        Change(flag=c.flag, before=c.before, before_origin=c.before_origin, after=c.after, source=c.source, reason=c.reason) for c in plan.changes if c.applied
-    )
+    changes = tuple(Change(flag=c.flag, before=c.before, before_origin=c.before_origin, after=c.after, source=c.source, reason=c.reason) for c in plan.changes if c.applied)
     return Relaunch(
         lines=tuple(final_lines(plan)),  # the new command only: what a user pastes
         source="launch command" if run.launch_command else "server arguments",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import json
 from functools import lru_cache
 from typing import Any
+
 from sglog import jsonout
 
 CSS = """
@@ -105,13 +105,10 @@ def render_html(md: str, charts: dict[str, dict[str, Any]], title: str) -> str:
     bundle = vega_bundle() if charts else ""
     scripts = [bundle, INIT_JS] if charts else []
     script_src = " ".join(_csp_hash(s) for s in scripts) or "'none'"
-    csp = (
-        f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src data: blob:; "
-        "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
-    )
+    csp = f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
     specs = "\n".join(f'<script type="application/json" data-chart="{html.escape(name)}">{_json_for_script(spec)}</script>' for name, spec in charts.items())
     head = (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(csp)}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n<style>\n{CSS}\n</style>\n"

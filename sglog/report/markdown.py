@@ -241,7 +241,9 @@ def _hardware(run) -> str:
     if run.memory.total_gb:
         bits.append(f"{run.memory.total_gb:.2f} GB free per rank at weight load")
     if run.ranks:
-        bits.append(_plural(len(run.ranks), "rank") + f" ({inline(run.ranks[0])} … {inline(run.ranks[-1])})" if len(run.ranks) > 2 else _plural(len(run.ranks), "rank") + f" ({inline(', '.join(run.ranks))})")
+        bits.append(
+            _plural(len(run.ranks), "rank") + f" ({inline(run.ranks[0])} … {inline(run.ranks[-1])})" if len(run.ranks) > 2 else _plural(len(run.ranks), "rank") + f" ({inline(', '.join(run.ranks))})"
+        )
     return "; ".join(bits) if bits else "not in the log"
 
 
@@ -285,7 +287,9 @@ def launch(report: Report) -> str:
         _by_subject(report, "Hardware", lambda s: _hardware(s.run)),
         _by_subject(report, "Parallelism", lambda s: _par(s.run)),
         _by_subject(report, "Speculative decoding", lambda s: _spec(s.run) or "off"),
-        _by_subject(report, "Quantization / dtype", lambda s: " / ".join(inline(_fmt_value(s.run.args.get(k))) for k in ("quantization", "dtype", "kv_cache_dtype") if s.run.args.get(k) is not None) or "–"),
+        _by_subject(
+            report, "Quantization / dtype", lambda s: " / ".join(inline(_fmt_value(s.run.args.get(k))) for k in ("quantization", "dtype", "kv_cache_dtype") if s.run.args.get(k) is not None) or "–"
+        ),
         _by_subject(report, "Log lines", lambda s: "; ".join(f"{inline(_base(f))} {a}–{b}" for f, (a, b) in s.run.line_ranges.items())),
     ]
     out += [_table(["", *_cols(report)], rows), ""]
@@ -357,6 +361,7 @@ def startup(report: Report, charts: dict[str, Any], html: bool = False, images: 
             cells.append(f"{dur} (from {at}{extra})")
         if present:
             rows.append(cells)
+
     def ready(s: Subject) -> str:
         total = s.run.startup.total_s if s.run.startup else None
         if total is None:
@@ -432,7 +437,11 @@ def memory(report: Report, charts: dict[str, Any], html: bool = False, images: b
         _by_subject(
             report,
             "mem_fraction_static",
-            lambda s: (f"{s.run.memory.mem_fraction_static:g}" + (f" ({s.run.memory.mem_fraction_static_origin})" if s.run.memory.mem_fraction_static_origin else "")) if s.run.memory.mem_fraction_static is not None else "–",
+            lambda s: (
+                (f"{s.run.memory.mem_fraction_static:g}" + (f" ({s.run.memory.mem_fraction_static_origin})" if s.run.memory.mem_fraction_static_origin else ""))
+                if s.run.memory.mem_fraction_static is not None
+                else "–"
+            ),
         ),
         _by_subject(report, "static pool (fraction × T)", lambda s: _gb(s.run.memory.static_pool_gb)),
         _by_subject(report, "KV bytes per token", lambda s: _num(s.run.memory.bytes_per_kv_token, ",.0f", " B")),
@@ -525,7 +534,7 @@ def _evidence(f) -> list[str]:
             n0 = ev.line or 0
             numbered = [(n0 + i, ln) for i, ln in enumerate(lines)]
             if len(numbered) > EVIDENCE_MAX_LINES:
-                head, tail = numbered[:3], numbered[-(EVIDENCE_MAX_LINES - 4):]
+                head, tail = numbered[:3], numbered[-(EVIDENCE_MAX_LINES - 4) :]
                 numbered = [*head, (None, f"... {len(lines) - len(head) - len(tail)} lines ..."), *tail]
             width = len(str(max((n for n, _ in numbered if n is not None), default=0)))
             body = [f"{(str(n) if n is not None else '').rjust(width)} | {_cut(ln)}" if ev.line is not None else _cut(ln) for n, ln in numbered]

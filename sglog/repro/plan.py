@@ -37,11 +37,12 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from sglog.read import args as sargs
 from sglog.errors import UsageError
+from sglog.read import args as sargs
 from sglog.runs import jsonable
 
 DEFAULT_LAUNCHER = ("python", "-m", "sglang.launch_server")

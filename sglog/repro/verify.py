@@ -146,7 +146,11 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
         within = f"{outcome.timeout_s:g} s" if outcome.timeout_s else duration(outcome.elapsed_s)
         problems.append(f"no ready within {within} (stuck in {outcome.phase or 'launch'})")
     elif outcome.status == "crashed":
-        desc = new_run.ending.describe() if new_run is not None and new_run.ending and new_run.ending.status == "crashed" else f"crashed during {outcome.phase or 'startup'} ({outcome.cause or 'unknown cause'})"
+        desc = (
+            new_run.ending.describe()
+            if new_run is not None and new_run.ending and new_run.ending.status == "crashed"
+            else f"crashed during {outcome.phase or 'startup'} ({outcome.cause or 'unknown cause'})"
+        )
         problems.append(desc)
     elif outcome.status == "exited":
         problems.append(f"the server exited with code {outcome.returncode} before it was ready")
@@ -185,4 +189,3 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
     if new_only:
         text += f"; but new: {', '.join(new_only)}"
     return Verdict(True, text, gone, persisting, new_only, details, remaining)
-

@@ -8,9 +8,12 @@ SGL5xx lifecycle, SGL6xx over time.  `--select` / `--ignore` take a code (`SGL10
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from sglog.rules.base import DOC_SECTIONS, Option, Rule
+from sglog.rules.capacity.hybrid_pool_full import HybridPoolFull
+from sglog.rules.capacity.kv_pool_smaller_than_request import KvPoolSmallerThanRequest
+from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
 from sglog.rules.lifecycle import Crash, ServerNeverReady, SlowCudaGraphCapture, SlowWeightLoading, WatchdogTimeout
 from sglog.rules.memory import (
     CudaGraphBsOversized,
@@ -25,11 +28,8 @@ from sglog.rules.memory import (
     TpMemoryImbalance,
     WeightsExceedGpuMemory,
 )
-from sglog.rules.platform import IllegalMemoryAccess, KvTransferFailed, MissingDependency, NcclTimeout, UnsupportedGpuArch
-from sglog.rules.capacity.hybrid_pool_full import HybridPoolFull
-from sglog.rules.capacity.kv_pool_smaller_than_request import KvPoolSmallerThanRequest
-from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
 from sglog.rules.numerics.nan_logits import NanLogits
+from sglog.rules.platform import IllegalMemoryAccess, KvTransferFailed, MissingDependency, NcclTimeout, UnsupportedGpuArch
 from sglog.rules.requests.request_too_long import RequestTooLong
 from sglog.rules.scheduling import CudaGraphsNeverCaptured, DecodeBatchExceedsCudaGraph, KvCapacityBound, KvRetraction, SchedulerTooConservative
 from sglog.rules.serving import AcceptanceDrop, CacheHitCollapse, QueueGrowth, RetractionSpike, ThroughputDrop, TtftRegression

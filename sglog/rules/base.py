@@ -23,8 +23,9 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Iterator
+from typing import Any, ClassVar
 
 from sglog.findings import SEVERITIES, SEVERITY_RANK, Evidence, Finding, Fix
 

@@ -20,6 +20,7 @@ CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
 DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
 
+
 def lower_blob(e) -> str:
     """Exception types and messages of an error event, lower-cased (the whole block if it has none)."""
     parts = []
@@ -370,7 +371,11 @@ def usage_col(frame: pl.DataFrame) -> str | None:
 
 def rows(frame: pl.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     f = frame if limit is None else frame.head(limit)
-    keep = [c for c in f.columns if c in ("file", "line", "ts", "running_req", "queue_req", "token_usage", "full_token_usage", "gen_throughput", "accept_len", "accept_rate", "cuda_graph", "kind", "new_token", "rank")]
+    keep = [
+        c
+        for c in f.columns
+        if c in ("file", "line", "ts", "running_req", "queue_req", "token_usage", "full_token_usage", "gen_throughput", "accept_len", "accept_rate", "cuda_graph", "kind", "new_token", "rank")
+    ]
     return f.select(keep).to_dicts()
 
 
@@ -392,7 +397,7 @@ def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, An
     blocks = run.kind_blocks
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
-    for kind, frame in (blocks.items() if blocks is not None else [(None, b)]):
+    for kind, frame in blocks.items() if blocks is not None else [(None, b)]:
         mask = frame.get_column("line") < line
         if "file" in frame.columns:
             mask = mask & (frame.get_column("file") == file)
@@ -438,7 +443,17 @@ _NEXT = {
 }
 
 
-STARTUP_EVENT_KINDS = ("init_dist_begin", "init_dist_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_begin", "cuda_graph_capture_end", "memory_summary")
+STARTUP_EVENT_KINDS = (
+    "init_dist_begin",
+    "init_dist_end",
+    "weight_load_begin",
+    "weight_load_end",
+    "kv_cache_allocated",
+    "memory_pool_end",
+    "cuda_graph_capture_begin",
+    "cuda_graph_capture_end",
+    "memory_summary",
+)
 
 
 def last_startup_phase(run):

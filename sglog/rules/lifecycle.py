@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Iterator
-
-import polars as pl
+from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules import facts
-from sglog.schema import PHASE_WORDS as RUN_PHASE_WORDS
-from sglog.rules.ownership import FALLBACK, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, row_evidence
+from sglog.rules.ownership import FALLBACK, SIGNATURE, CrashRule
+from sglog.schema import PHASE_WORDS as RUN_PHASE_WORDS
 
 # how a phase reads in a finding: the run's words (sglog/runs.py), with the two a finding says differently
 PHASE_WORDS = {
@@ -437,7 +435,11 @@ class SlowCudaGraphCapture(Rule):
                 else:
                     new = max(1, M // 2)
             open_ranks = [r for r, p in ph.per_rank.items() if p.end is None]
-            partial = f" ({len(ph.per_rank) - len(open_ranks)} of {len(ph.per_rank)} ranks logged their end; the log has no end line for {', '.join(sorted(open_ranks)[:4])}{' ...' if len(open_ranks) > 4 else ''})" if open_ranks else ""
+            partial = (
+                f" ({len(ph.per_rank) - len(open_ranks)} of {len(ph.per_rank)} ranks logged their end; the log has no end line for {', '.join(sorted(open_ranks)[:4])}{' ...' if len(open_ranks) > 4 else ''})"
+                if open_ranks
+                else ""
+            )
             on = f" on {rank}" if rank and rank != "-" else ""
             msg = f"{'Draft ' if key.startswith('draft') else ''}CUDA-graph capture took {ph.duration:.0f} s{on}" + (f" for batch sizes up to {M}" if M else "") + f"{partial}."
             fix = Fix(

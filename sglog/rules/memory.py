@@ -16,12 +16,12 @@ memory, the maximum for what was used):
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from sglog.findings import Evidence, Fix
 from sglog.rules import facts
-from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, ceil_to, event_evidence, exception_evidence, floor_to, fmt_frac, gb, pick_remedy, row_evidence, text_line_evidence, window_evidence
+from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 
 GiB = 2**30
 
@@ -313,7 +313,6 @@ class KvPoolStarvedByWeights(CrashRule):
 
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
-        m = run.memory
         if c is not None and self.owned_crash(run) is not None:
             yield self._crash(run, o, c)
             return
@@ -331,12 +330,22 @@ class KvPoolStarvedByWeights(CrashRule):
             msg = f"Startup failed: the weights leave no memory for the KV cache under {mfs_txt}."
             if above is not None:
                 new = ceil_to(above + 0.005)
-                fix = Fix(f"Raise --mem-fraction-static to {new:.2f} (SGLang's message names {above:.3f} as the minimum).", {"--mem-fraction-static": f"{new:.2f}"}, "Less memory stays free for activations and CUDA graphs.")
+                fix = Fix(
+                    f"Raise --mem-fraction-static to {new:.2f} (SGLang's message names {above:.3f} as the minimum).",
+                    {"--mem-fraction-static": f"{new:.2f}"},
+                    "Less memory stays free for activations and CUDA graphs.",
+                )
             elif mfs is not None:
                 new = ceil_to(min(0.95, mfs + 0.05))
-                fix = Fix(f"Raise --mem-fraction-static (try {new:.2f}); the log lacks the weight-load lines needed to compute the value.", {"--mem-fraction-static": f"{new:.2f}"}, "Less memory stays free for activations and CUDA graphs.")
+                fix = Fix(
+                    f"Raise --mem-fraction-static (try {new:.2f}); the log lacks the weight-load lines needed to compute the value.",
+                    {"--mem-fraction-static": f"{new:.2f}"},
+                    "Less memory stays free for activations and CUDA graphs.",
+                )
             else:
-                fix = Fix("Raise --mem-fraction-static; the log lacks the weight-load lines and the current value needed to compute one.", {}, "Less memory stays free for activations and CUDA graphs.")
+                fix = Fix(
+                    "Raise --mem-fraction-static; the log lacks the weight-load lines and the current value needed to compute one.", {}, "Less memory stays free for activations and CUDA graphs."
+                )
             return self.finding(run, msg, ev, fix)
         used = T - m.avail_after_weights_gb
         bpt = m.bytes_per_kv_token
@@ -484,10 +493,18 @@ class CudaGraphCaptureOom(CrashRule):
 # ------------------------------------------------------------------ SGL104
 
 _CAPTURE_REMEDIES = (
-    (("custom_all_reduce", "custom allreduce", "cudaipc", "ipc handle"), {"--disable-custom-all-reduce": "true"}, "The custom all-reduce kernels failed inside capture: disable them (NCCL is used instead)."),
+    (
+        ("custom_all_reduce", "custom allreduce", "cudaipc", "ipc handle"),
+        {"--disable-custom-all-reduce": "true"},
+        "The custom all-reduce kernels failed inside capture: disable them (NCCL is used instead).",
+    ),
     (("dynamo", "inductor", "torch.compile", "torch._"), {"--enable-torch-compile": None}, "torch.compile failed inside capture: drop --enable-torch-compile."),
     (("piecewise",), {"--disable-piecewise-cuda-graph": "true"}, "The piecewise (prefill) graphs failed: disable them; decode graphs stay."),
-    (("operation not permitted when stream is capturing", "operation failed due to a previous error during capture", "nccl"), {"--disable-custom-all-reduce": "true"}, "A collective broke the capture (custom all-reduce or an NCCL override such as NCCL_ALGO): disable custom all-reduce and unset NCCL_ALGO."),
+    (
+        ("operation not permitted when stream is capturing", "operation failed due to a previous error during capture", "nccl"),
+        {"--disable-custom-all-reduce": "true"},
+        "A collective broke the capture (custom all-reduce or an NCCL override such as NCCL_ALGO): disable custom all-reduce and unset NCCL_ALGO.",
+    ),
 )
 
 
@@ -680,7 +697,9 @@ class CudaGraphBsOversized(Rule):
         if peak_row:
             ev.append(row_evidence(peak_row[0], note=f"peak #running-req {peak}"))
         ev.append(window_evidence(run, f"p99 #running-req = {p99:g} over {running.len()} decode lines ({facts.line_span(d)})"))
-        msg = f"CUDA graphs are captured up to batch size {M} but decode batches peaked at {peak} running request{'s' if peak != 1 else ''} (p99 {p99:g}): ~{freed:.2f} GB of graph memory is never used."
+        msg = (
+            f"CUDA graphs are captured up to batch size {M} but decode batches peaked at {peak} running request{'s' if peak != 1 else ''} (p99 {p99:g}): ~{freed:.2f} GB of graph memory is never used."
+        )
         fix = Fix(
             summary=f"Lower --cuda-graph-max-bs to {n} (smallest captured size >= p99 {p99:g}{floor_note}); frees ~{freed:.2f} GB ({how}){tokens}{more}.",
             args=args,
@@ -751,7 +770,9 @@ class KvHeadroomWasted(Rule):
             )
         else:
             by = f"{spare / m.total_gb:.2f} = {spare:.1f} GB / T {m.total_gb:.1f} GB" if m.total_gb else f"{spare:.1f} GB over the memory free at weight load (no `Load weight begin` line in this log)"
-            fix = Fix(summary=f"Raise --mem-fraction-static by about {by}" + ("; the log does not show the current fraction." if m.mem_fraction_static is None else "."), args={}, safety=self.fix_safety)
+            fix = Fix(
+                summary=f"Raise --mem-fraction-static by about {by}" + ("; the log does not show the current fraction." if m.mem_fraction_static is None else "."), args={}, safety=self.fix_safety
+            )
         yield self.finding(run, msg, _budget_evidence(run)[:1] + _summary_evidence(run), fix, spare_gb=round(spare, 3))
 
 
@@ -810,10 +831,16 @@ class KvHeadroomTooSmall(Rule):
             fix = Fix(
                 summary=f"Lower --mem-fraction-static from {m.mem_fraction_static:.2f} to {new:.2f} = {m.mem_fraction_static:.2f} - ({target:.1f} - {F:.2f}) GB / T {T:.1f} GB; or keep it and use --chunked-prefill-size 4096.",
                 args={"--mem-fraction-static": f"{new:.2f}"},
-                safety=self.fix_safety + f" Here: {(m.mem_fraction_static - new) * T:.1f} GB less KV" + (f" (~{int((m.mem_fraction_static - new) * T * GiB / m.bytes_per_kv_token):,} tokens)." if m.bytes_per_kv_token else "."),
+                safety=self.fix_safety
+                + f" Here: {(m.mem_fraction_static - new) * T:.1f} GB less KV"
+                + (f" (~{int((m.mem_fraction_static - new) * T * GiB / m.bytes_per_kv_token):,} tokens)." if m.bytes_per_kv_token else "."),
             )
         else:
-            by = f"{(target - F) / T:.2f} = ({target:.1f} - {F:.2f}) GB / T {T:.1f} GB" if T else f"({target:.1f} - {F:.2f}) GB over the memory free at weight load (no `Load weight begin` line in this log)"
+            by = (
+                f"{(target - F) / T:.2f} = ({target:.1f} - {F:.2f}) GB / T {T:.1f} GB"
+                if T
+                else f"({target:.1f} - {F:.2f}) GB over the memory free at weight load (no `Load weight begin` line in this log)"
+            )
             fix = Fix(summary=f"Lower --mem-fraction-static by about {by}, or use --chunked-prefill-size 4096.", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, _budget_evidence(run)[:1] + _summary_evidence(run), fix)
 
@@ -901,7 +928,11 @@ class RuntimeOom(CrashRule):
                 cap = int(0.8 * r)
                 below = [s for s in sizes if s <= cap]
                 new = max(below) if below else max(1, cap)
-                fix = Fix(summary=f"Decode ran out of memory at {r} running requests: --max-running-requests {new} (0.8 x {r}, rounded down to a captured size).", args={"--max-running-requests": str(new)}, safety=self.fix_safety)
+                fix = Fix(
+                    summary=f"Decode ran out of memory at {r} running requests: --max-running-requests {new} (0.8 x {r}, rounded down to a captured size).",
+                    args={"--max-running-requests": str(new)},
+                    safety=self.fix_safety,
+                )
             else:
                 fix = Fix(summary="Decode ran out of memory: lower --max-running-requests (the running count at the crash is not in the log).", args={}, safety=self.fix_safety)
         nums = _oom_numbers(rc)
@@ -960,7 +991,7 @@ class TpMemoryImbalance(CrashRule):
         per = {}
         loads = [e for e in run.events_of("weight_load_begin") if e.get("avail_mem") is not None]
         untagged = bool(loads) and all(e.rank is None for e in loads) and len(loads) <= max(facts.tp_size(run), 1) and not facts.is_spec(run)
-        for i, e in enumerate(loads):
+        for e in loads:
             # (a log without rank tags: each target weight load is one rank's, as long as there are no more than TP of them)
             per.setdefault(f"line {e.line}" if untagged else (e.rank.label if e.rank else "-"), e)
         assumed = " (the log has no rank tags: each `Load weight begin` line is taken as a different rank)" if untagged and len(per) > 1 else ""
@@ -1123,4 +1154,3 @@ class StartupOom(CrashRule):
         else:
             fix = Fix(summary="Lower --mem-fraction-static so that 4-6 GB stay free after the memory pools.", args={}, safety=self.fix_safety)
         yield self.finding(run, msg, ev, fix)
-

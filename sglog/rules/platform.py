@@ -3,24 +3,40 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator
 
 import polars as pl
 
 from sglog.findings import Fix
 from sglog.read.signatures import PHRASES
 from sglog.rules import facts
-from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 from sglog.rules.base import Option, Rule, event_evidence, exception_evidence, exception_line, first_line, nearby_line_evidence, pick_remedy, row_evidence, window_evidence
+from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 
 # (patterns, args patch, what to do)
 _ARCH_REMEDIES = (
-    (("fp8e4nv",), {"--kv-cache-dtype": "fp8_e5m2"}, "Triton on this GPU (sm_80/sm_86) cannot emit fp8 e4m3: use --kv-cache-dtype fp8_e5m2 with the Triton backend, or --attention-backend flashinfer."),
+    (
+        ("fp8e4nv",),
+        {"--kv-cache-dtype": "fp8_e5m2"},
+        "Triton on this GPU (sm_80/sm_86) cannot emit fp8 e4m3: use --kv-cache-dtype fp8_e5m2 with the Triton backend, or --attention-backend flashinfer.",
+    ),
     (("torchsymmmemcommunicator", "torch_symm_mem", "keyerror: 12"), {"--enable-torch-symm-mem": None}, "Torch symmetric memory supports only SM90/SM100: drop --enable-torch-symm-mem."),
-    (("trtllm", "tllmgen", "only supported on blackwell", "backends are supported on blackwell"), {"--attention-backend": "triton"}, "The chosen attention kernels exist only for SM100 (B200): use --attention-backend triton on this GPU."),
-    (("flashinfer", "no supported cuda architectures found", "requires gpus with sm"), {"--attention-backend": "triton", "--sampling-backend": "pytorch"}, "FlashInfer's JIT cannot build for this GPU (needs a CUDA >= 12.9 toolkit for SM12x): use --attention-backend triton and --sampling-backend pytorch, or install a newer CUDA toolkit (CUDA_HOME)."),
-    (("no kernel image is available",), {}, "The installed kernels were not built for this GPU architecture: install a build (wheel or image) for it, or a backend that JIT-compiles (--attention-backend triton)."),
+    (
+        ("trtllm", "tllmgen", "only supported on blackwell", "backends are supported on blackwell"),
+        {"--attention-backend": "triton"},
+        "The chosen attention kernels exist only for SM100 (B200): use --attention-backend triton on this GPU.",
+    ),
+    (
+        ("flashinfer", "no supported cuda architectures found", "requires gpus with sm"),
+        {"--attention-backend": "triton", "--sampling-backend": "pytorch"},
+        "FlashInfer's JIT cannot build for this GPU (needs a CUDA >= 12.9 toolkit for SM12x): use --attention-backend triton and --sampling-backend pytorch, or install a newer CUDA toolkit (CUDA_HOME).",
+    ),
+    (
+        ("no kernel image is available",),
+        {},
+        "The installed kernels were not built for this GPU architecture: install a build (wheel or image) for it, or a backend that JIT-compiles (--attention-backend triton).",
+    ),
 )
 
 
@@ -97,7 +113,11 @@ class UnsupportedGpuArch(CrashRule):
 _DEPENDENCY_REMEDIES = (
     ("deepep", {"--moe-a2a-backend": None}, "Install DeepEP (github.com/deepseek-ai/deepep) or drop --moe-a2a-backend deepep (the default all-to-all needs no extra package)."),
     ("mooncake", {}, "Install the Mooncake transfer engine (pip install mooncake-transfer-engine) or choose another --disaggregation-transfer-backend."),
-    ("flashinfer", {"--attention-backend": "triton", "--sampling-backend": "pytorch"}, "Install flashinfer matching the torch/CUDA version, or avoid it: --attention-backend triton --sampling-backend pytorch."),
+    (
+        "flashinfer",
+        {"--attention-backend": "triton", "--sampling-backend": "pytorch"},
+        "Install flashinfer matching the torch/CUDA version, or avoid it: --attention-backend triton --sampling-backend pytorch.",
+    ),
     ("sgl_kernel", {}, "Install sgl-kernel matching the SGLang version (pip install sgl-kernel==<version>)."),
     ("vllm", {}, "This quantization or model path imports vLLM: install the vLLM version SGLang pins, or use a format SGLang supports natively."),
 )
@@ -212,7 +232,11 @@ class NcclTimeout(CrashRule):
         rc = c.event
         warns = [e for e in run.events_of("nccl_log") if (e.file, e.line) <= (rc.file, rc.line) and str(e.get("level") or "") in ("WARN", "ERROR")]
         ev = [event_evidence(e) for e in warns[:2]] + exception_evidence(rc)
-        multi = (run.parallelism.get("nnodes") or 1) > 1 or facts.has_any(c.text, ("network", "socket", "connection", "remote process")) or any(facts.has_any((e.text or "").lower(), ("socket", "connection", "network")) for e in warns)
+        multi = (
+            (run.parallelism.get("nnodes") or 1) > 1
+            or facts.has_any(c.text, ("network", "socket", "connection", "remote process"))
+            or any(facts.has_any((e.text or "").lower(), ("socket", "connection", "network")) for e in warns)
+        )
         if multi:
             fix = Fix(
                 summary="Network/rendezvous failure between ranks: rerun with NCCL_DEBUG=INFO, pin the interface with NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, and check that --dist-init-addr is reachable from every node.",
@@ -257,7 +281,11 @@ class NcclTimeout(CrashRule):
             summary=(
                 "One rank did not reach the collective: it was stuck, dead, or behind a slow or broken link. The cause is in another rank's log: "
                 "look for the first error or the last progress line of every rank and node at that time, and rerun with NCCL_DEBUG=INFO. "
-                + (f"A longer --dist-timeout (now {timeout_s:.0f} s) only helps when a rank is legitimately slow (a long first compile)." if timeout_s else "A longer --dist-timeout only helps when a rank is legitimately slow (a long first compile).")
+                + (
+                    f"A longer --dist-timeout (now {timeout_s:.0f} s) only helps when a rank is legitimately slow (a long first compile)."
+                    if timeout_s
+                    else "A longer --dist-timeout only helps when a rank is legitimately slow (a long first compile)."
+                )
             ),
             args={},
             safety=self.fix_safety,
@@ -514,9 +542,13 @@ class KvTransferFailed(Rule):
         low = " ".join(errors).lower() or first_err.lower()
         lead = []
         if "unknown reason from another rank" in low:
-            lead.append("another rank of this instance failed its part of the transfer: find its first error in the other ranks' logs and the Mooncake transfer-engine lines (e.g. an RDMA `local protection error`)")
+            lead.append(
+                "another rank of this instance failed its part of the transfer: find its first error in the other ranks' logs and the Mooncake transfer-engine lines (e.g. an RDMA `local protection error`)"
+            )
         if sessions:
-            lead.append(f"the prefill side cannot reach the decode instance's Mooncake sessions on {', '.join(hosts)}: check that these are the decode nodes' RDMA/RoCE addresses and that the decode instance is alive")
+            lead.append(
+                f"the prefill side cannot reach the decode instance's Mooncake sessions on {', '.join(hosts)}: check that these are the decode nodes' RDMA/RoCE addresses and that the decode instance is alive"
+            )
         if "prefill instance" in low:
             lead.append("the decode side could not fetch the KV cache from the prefill instance: check that it is alive and reachable on its RDMA network")
         ib = run.args.get("disaggregation_ib_device") if run.args else None

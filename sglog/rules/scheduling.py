@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -184,7 +184,12 @@ class SchedulerTooConservative(Rule):
         mrr = m.max_running_requests
         usage = float(hit.get_column(u).median())
         queue = float(hit.get_column("queue_req").median())
-        ev = [row_evidence(hit.head(1).to_dicts()[0]), window_evidence(run, f"{share:.0%} of {s.height} steady decode lines have token usage < {o['usage_below']} and a queue (median usage {usage:.2f}, median queue {queue:g}; {facts.line_span(s)})")]
+        ev = [
+            row_evidence(hit.head(1).to_dicts()[0]),
+            window_evidence(
+                run, f"{share:.0%} of {s.height} steady decode lines have token usage < {o['usage_below']} and a queue (median usage {usage:.2f}, median queue {queue:g}; {facts.line_span(s)})"
+            ),
+        ]
         at_cap = mrr is not None and "running_req" in hit.columns and (hit.get_column("running_req") >= mrr).mean() >= 0.5
         if at_cap:
             tok_col = "token" if "token" in hit.columns else "full_token" if "full_token" in hit.columns else None
@@ -209,7 +214,11 @@ class SchedulerTooConservative(Rule):
         if sc <= 0.3:
             return
         msg = f"Requests queue (median {queue:g}) while the KV cache is only {usage:.0%} used in {share:.0%} of steady decode lines: the scheduler reserves more than requests use."
-        fix = Fix(summary=f"Lower --schedule-conservativeness from {sc:g} to 0.3 (SGLang's tuning guide) so the scheduler admits more requests.", args={"--schedule-conservativeness": "0.3"}, safety=self.fix_safety)
+        fix = Fix(
+            summary=f"Lower --schedule-conservativeness from {sc:g} to 0.3 (SGLang's tuning guide) so the scheduler admits more requests.",
+            args={"--schedule-conservativeness": "0.3"},
+            safety=self.fix_safety,
+        )
         yield self.finding(run, msg, ev, fix, share=round(share, 3))
 
 
@@ -273,8 +282,20 @@ class KvCapacityBound(Rule):
             return
         usage = float(hit.get_column(u).median())
         queue = float(hit.get_column("queue_req").median())
-        held = next((f"; a median {float(hit.get_column(c).median()):g} requests hold their KV while it is sent to the decode server" for c in ("transfer_req", "inflight_req") if c in hit.columns and hit.get_column(c).drop_nulls().len() and hit.get_column(c).median()), "")
-        ev = [row_evidence(hit.head(1).to_dicts()[0]), window_evidence(run, f"{share:.0%} of {s.height} {lines.split(' (')[0]} have token usage >= {o['usage_at_least']} and a queue (median usage {usage:.2f}, median queue {queue:g}; {facts.line_span(s)})")]
+        held = next(
+            (
+                f"; a median {float(hit.get_column(c).median()):g} requests hold their KV while it is sent to the decode server"
+                for c in ("transfer_req", "inflight_req")
+                if c in hit.columns and hit.get_column(c).drop_nulls().len() and hit.get_column(c).median()
+            ),
+            "",
+        )
+        ev = [
+            row_evidence(hit.head(1).to_dicts()[0]),
+            window_evidence(
+                run, f"{share:.0%} of {s.height} {lines.split(' (')[0]} have token usage >= {o['usage_at_least']} and a queue (median usage {usage:.2f}, median queue {queue:g}; {facts.line_span(s)})"
+            ),
+        ]
         m = run.memory
         F, T, mfs = m.available_gpu_mem_gb, m.total_gb, m.mem_fraction_static
         kvd = str(run.args.get("kv_cache_dtype") or "")
@@ -287,11 +308,19 @@ class KvCapacityBound(Rule):
             )
         elif F is not None and T and mfs is not None and F > o["target_gb"] + 1:
             new = floor_to(mfs + (F - o["target_gb"]) / T)
-            fix = Fix(summary=f"Grow the KV pool: --mem-fraction-static {new:.2f} = {mfs:.2f} + ({F:.2f} - {o['target_gb']:.0f}) GB free / T {T:.1f} GB.", args={"--mem-fraction-static": f"{new:.2f}"}, safety=self.fix_safety)
+            fix = Fix(
+                summary=f"Grow the KV pool: --mem-fraction-static {new:.2f} = {mfs:.2f} + ({F:.2f} - {o['target_gb']:.0f}) GB free / T {T:.1f} GB.",
+                args={"--mem-fraction-static": f"{new:.2f}"},
+                safety=self.fix_safety,
+            )
         elif kvd in ("auto", "bfloat16", "float16", "bf16", "fp16"):
             fix = Fix(summary="Fit about twice the tokens in the same memory: --kv-cache-dtype fp8_e4m3.", args={"--kv-cache-dtype": "fp8_e4m3"}, safety=self.fix_safety)
         else:
-            fix = Fix(summary="More KV capacity is needed: an fp8 KV cache (--kv-cache-dtype fp8_e4m3) if not already used, or more GPUs with data parallelism (--dp or more replicas).", args={}, safety=self.fix_safety)
+            fix = Fix(
+                summary="More KV capacity is needed: an fp8 KV cache (--kv-cache-dtype fp8_e4m3) if not already used, or more GPUs with data parallelism (--dp or more replicas).",
+                args={},
+                safety=self.fix_safety,
+            )
         msg = f"The KV cache is full (median token usage {usage:.2f}) while requests queue (median {queue:g}) in {share:.0%} of {lines}{held}: throughput is bound by KV capacity."
         yield self.finding(run, msg, ev, fix, share=round(share, 3))
 
@@ -429,5 +458,9 @@ class CudaGraphsNeverCaptured(Rule):
             yield self.finding(run, msg, ev, fix, severity="info")
             return
         msg = f"{lines} report {label}: False although graphs are not disabled: capture did not happen or does not cover these batches{only}."
-        fix = Fix(summary="Check the startup log for `Capture cuda graph begin/end`; make sure --cuda-graph-max-bs covers the running batch and that the attention backend supports graphs.", args={}, safety=self.fix_safety)
+        fix = Fix(
+            summary="Check the startup log for `Capture cuda graph begin/end`; make sure --cuda-graph-max-bs covers the running batch and that the attention backend supports graphs.",
+            args={},
+            safety=self.fix_safety,
+        )
         yield self.finding(run, msg, ev, fix, severity="info" if few else None)

@@ -13,7 +13,7 @@ The cycle-time model (failure-modes.md §C):
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -199,7 +199,10 @@ class LowSpecAcceptance(Rule):
         else:
             rate_txt = f"; the logged accept rate is {rate:.2f} ({_rate_definition(run)})" if rate is not None else ""
         msg = f"Draft tokens are rarely accepted: median accept length {L:.2f} over {d} draft positions means only {a:.0%} per-position acceptance{rate_txt}."
-        ev = _spec_evidence(run) + [row_evidence(s_rows.head(1).to_dicts()[0]), window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)}); a = {a:.2f} from L = (1 - a^{d + 1}) / (1 - a)")]
+        ev = _spec_evidence(run) + [
+            row_evidence(s_rows.head(1).to_dicts()[0]),
+            window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)}); a = {a:.2f} from L = (1 - a^{d + 1}) / (1 - a)"),
+        ]
         algo = facts.spec_algo(run) or ""
         args = {"--speculative-num-steps": "1", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "2"} if algo in CHAIN_ALGOS and d > 1 else {}
         fix = Fix(
@@ -275,7 +278,11 @@ class DraftTreeTooLarge(Rule):
             return
         L_new = chain_len(a, best)
         msg = f"{steps} draft steps{f' x topk {topk}' if tree else ''} for a median accept length of {L:.2f}: with {a:.0%} per-position acceptance, token {best + 1} onward is accepted less than {o['min_marginal']:.0%} of the time."
-        ev = _spec_evidence(run) + [window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines; a = {a:.2f}; marginal value of step k = a^k: " + ", ".join(f"{k}:{a ** k:.2f}" for k in range(1, steps + 1)))]
+        ev = _spec_evidence(run) + [
+            window_evidence(
+                run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines; a = {a:.2f}; marginal value of step k = a^k: " + ", ".join(f"{k}:{a**k:.2f}" for k in range(1, steps + 1))
+            )
+        ]
         fix = Fix(
             summary=f"Shorten the draft to {best} step{'s' if best > 1 else ''}: --speculative-num-steps {best} --speculative-eagle-topk 1 --speculative-num-draft-tokens {best + 1} "
             f"(expected accept length {L_new:.2f} vs {L:.2f}, with {steps - best} fewer draft steps and {(ndt or steps + 1) - (best + 1)} fewer verify tokens per cycle).",
@@ -387,12 +394,19 @@ class SpeculationUnprofitable(Rule):
             return
         if not (facts.is_spec(run) or d.get_column("accept_len").drop_nulls().len()):
             return
-        flags = {f"--{k.replace('_', '-')}": None for k in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens") if run.args.get(k) is not None}
+        flags = {
+            f"--{k.replace('_', '-')}": None
+            for k in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+            if run.args.get(k) is not None
+        }
         fix = Fix(summary="Serve without speculative decoding (remove the --speculative-* flags), or fix the draft's acceptance first.", args=flags, safety=self.fix_safety)
         s_rows, L, _ = accept_stats(run, o["min_rows"])
         if s_rows is not None and L <= o["max_useless_accept_len"]:
             msg = f"Median accept length is {L:.2f}: each speculative cycle yields about one token, the same as a plain decode step, while also paying the draft steps."
-            ev = _spec_evidence(run) + [row_evidence(s_rows.head(1).to_dicts()[0]), window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)})")]
+            ev = _spec_evidence(run) + [
+                row_evidence(s_rows.head(1).to_dicts()[0]),
+                window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)})"),
+            ]
             yield self.finding(run, msg, ev, fix, accept_len=L)
             return
         if "gen_throughput" not in d.columns or "running_req" not in d.columns:
@@ -418,5 +432,9 @@ class SpeculationUnprofitable(Rule):
             return
         l_star = L_on * tps_off / tps_on
         msg = f"At the same concurrency, decode with speculation ran {tps_on:.1f} tok/s vs {tps_off:.1f} without: accept length {L_on:.2f} is below the break-even L* = {l_star:.2f}."
-        ev = [row_evidence(on_b.head(1).to_dicts()[0], note="with speculation"), row_evidence(off_b.head(1).to_dicts()[0], note="without speculation"), window_evidence(run, f"{on_b.height} vs {off_b.height} decode lines at #running-req in {sorted(both)[:6]}")]
+        ev = [
+            row_evidence(on_b.head(1).to_dicts()[0], note="with speculation"),
+            row_evidence(off_b.head(1).to_dicts()[0], note="without speculation"),
+            window_evidence(run, f"{on_b.height} vs {off_b.height} decode lines at #running-req in {sorted(both)[:6]}"),
+        ]
         yield self.finding(run, msg, ev, fix, accept_len=L_on, l_star=round(l_star, 3))

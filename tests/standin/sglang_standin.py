@@ -173,7 +173,7 @@ def main() -> None:
     scale = min(1 / 50, budget / span) if span > 0 else 0.0
     stop_at = len(lines)
     if mode == "hang":
-        stop_at = next((i for i, l in enumerate(lines) if "Capture cuda graph begin" in l or "Capture draft cuda graph begin" in l), len(lines) // 2)
+        stop_at = next((i for i, line in enumerate(lines) if "Capture cuda graph begin" in line or "Capture draft cuda graph begin" in line), len(lines) // 2)
 
     prev = None
     ready = False

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -194,9 +194,7 @@ def mine_archive(archive: Path, package: str, python: str, cache: Path | None, k
     return result
 
 
-def mine_all(
-    package: str, archives: dict[str, Path], python: str, cache: Path | None, jobs: int
-) -> tuple[dict[str, dict], dict[str, str]]:
+def mine_all(package: str, archives: dict[str, Path], python: str, cache: Path | None, jobs: int) -> tuple[dict[str, dict], dict[str, str]]:
     key = miner_key(python)
     mined: dict[str, dict] = {}
     failed: dict[str, str] = {}
@@ -308,8 +306,7 @@ def summary(catalog: dict, failed: dict[str, str], seconds: float, download_byte
         f"{len(ts)} templates; by level: {by(lambda t: t['l'])}",
         f"by kind: {by(lambda t: t['k'])}",
         f"shared with vLLM: {sum('shared' in t for t in ts)}",
-        f"modules: {stats.get('files', 0)} mined, {len(stats.get('unparsed', []))} did not parse;"
-        f" vLLM {stats.get('vllm_files', 0)} mined, {stats.get('vllm_unparsed', 0)} did not parse",
+        f"modules: {stats.get('files', 0)} mined, {len(stats.get('unparsed', []))} did not parse; vLLM {stats.get('vllm_files', 0)} mined, {stats.get('vllm_unparsed', 0)} did not parse",
     ]
     if failed:
         lines.append(f"failed ({len(failed)}): " + "; ".join(f"{k}: {v}" for k, v in sorted(failed.items())))

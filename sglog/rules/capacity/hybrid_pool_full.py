@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
 from sglog.findings import Fix
-from sglog.rules.base import Option, Rule, event_evidence, row_evidence, window_evidence
+from sglog.rules.base import Option, event_evidence, row_evidence, window_evidence
 from sglog.rules.ownership import SIGNATURE, CrashRule
 from sglog.rules.said import said
 
@@ -132,7 +132,9 @@ class HybridPoolFull(CrashRule):
             )
         else:
             fix = Fix(
-                summary=f"Give the {POOL_WORDS[pool]} pool more: raise {flag}{ratio_txt}" + (" or --max-mamba-cache-size" if pool == "mamba" else "") + ", or grow the whole KV budget (--mem-fraction-static) / lower --max-running-requests.",
+                summary=f"Give the {POOL_WORDS[pool]} pool more: raise {flag}{ratio_txt}"
+                + (" or --max-mamba-cache-size" if pool == "mamba" else "")
+                + ", or grow the whole KV budget (--mem-fraction-static) / lower --max-running-requests.",
                 args={},
                 safety=self.fix_safety,
             )

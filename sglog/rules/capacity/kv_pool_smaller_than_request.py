@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules.base import Option, Rule, event_evidence
@@ -71,7 +71,9 @@ class KvPoolSmallerThanRequest(Rule):
         ctx = pool_ev.get("context_len") if isinstance(pool_ev.get("context_len"), int) else run.memory.context_len
         if not ctx or pool >= ctx:
             return
-        refused = [s for s in said(run, "request_too_long") if s.get("action") == "rejected" and (s.get("limit_kind") == "max_total_tokens" or (isinstance(s.get("limit"), int) and s.get("limit") < ctx - 8))]
+        refused = [
+            s for s in said(run, "request_too_long") if s.get("action") == "rejected" and (s.get("limit_kind") == "max_total_tokens" or (isinstance(s.get("limit"), int) and s.get("limit") < ctx - 8))
+        ]
         starved = pool <= 0
         fit = pool_fit(run, ctx, o["headroom_gb"], o["headroom_share"], o["min_kv_gb_if_unknown"])
         where = f" on {pool_ev.rank.label}" if pool_ev.rank is not None and len(summaries) > 1 else ""
@@ -118,5 +120,9 @@ class KvPoolSmallerThanRequest(Rule):
         severity = None if starved else ("warning" if refused else "info")
         if severity == "info" and fix.args.get("--context-length"):
             # no request was refused for it: a shorter context is a choice to offer, not a change to make
-            fix = Fix(summary=fix.summary + " (Not in the suggested change: no request was refused for it in this log.)", args={k: v for k, v in fix.args.items() if k != "--context-length"}, safety=fix.safety)
+            fix = Fix(
+                summary=fix.summary + " (Not in the suggested change: no request was refused for it in this log.)",
+                args={k: v for k, v in fix.args.items() if k != "--context-length"},
+                safety=fix.safety,
+            )
         yield self.finding(run, msg, ev, fix, severity=severity, pool_tokens=pool, context_len=ctx, mfs_needed=fit.mfs_needed, mfs_upper=fit.mfs_upper, refused=len(refused))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from sglog.events import BLOCK_KINDS
 from sglog.findings import Fix
-from sglog.rules.base import Rule, event_evidence, exception_evidence, exception_line, window_evidence
+from sglog.rules.base import event_evidence, exception_evidence, exception_line, window_evidence
 from sglog.rules.ownership import SIGNATURE, CrashRule
 from sglog.rules.said import said
 
@@ -66,7 +67,9 @@ def _backend_of_path(path: str) -> str | None:
 
 
 def _setup_frames(e) -> list[dict]:
-    return [f for f in e.get("frames") or [] if isinstance(f, dict) and (f.get("function") in SETUP_FUNCTIONS or (DISAGG_PACKAGE in str(f.get("file") or "") and f.get("function") in SETUP_IN_PACKAGE))]
+    return [
+        f for f in e.get("frames") or [] if isinstance(f, dict) and (f.get("function") in SETUP_FUNCTIONS or (DISAGG_PACKAGE in str(f.get("file") or "") and f.get("function") in SETUP_IN_PACKAGE))
+    ]
 
 
 def in_setup(e) -> bool:

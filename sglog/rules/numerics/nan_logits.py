@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from sglog.findings import Fix
-from sglog.rules.base import Rule, event_evidence, exception_evidence, window_evidence
+from sglog.rules.base import event_evidence, exception_evidence, window_evidence
 from sglog.rules.ownership import SIGNATURE, CrashRule
 from sglog.rules.said import ranks_of, said
 
@@ -29,12 +29,20 @@ def suspects(run) -> list[tuple[str, dict[str, str | None], str]]:
     kv = str(a.get("kv_cache_dtype") or "auto").lower()
     if kv in _QUANT_KV or any(str(e.get("dtype") or "").lower() in _QUANT_KV for e in run.events_of("kv_cache_dtype")):
         kv = kv if kv != "auto" else next(str(e.get("dtype")) for e in run.events_of("kv_cache_dtype") if str(e.get("dtype") or "").lower() in _QUANT_KV)
-        out.append((f"the {kv} KV cache (--kv-cache-dtype {kv}): its range or missing scales overflow to NaN in attention", {"--kv-cache-dtype": "auto"}, "run with --kv-cache-dtype auto (the model's dtype)"))
+        out.append(
+            (f"the {kv} KV cache (--kv-cache-dtype {kv}): its range or missing scales overflow to NaN in attention", {"--kv-cache-dtype": "auto"}, "run with --kv-cache-dtype auto (the model's dtype)")
+        )
     dtype = str(a.get("dtype") or "auto").lower()
     wdt = (_weights_dtype(run) or "").lower()
     if dtype in _HALF or (dtype == "auto" and wdt in _HALF):
         src = f"--dtype {dtype}" if dtype != "auto" else "the weights loaded as torch.float16"
-        out.append((f"fp16 activations ({src}): values above 65,504 overflow to inf and then NaN", {"--dtype": "bfloat16"}, "run with --dtype bfloat16 (same memory, the range of fp32) where the GPU supports it"))
+        out.append(
+            (
+                f"fp16 activations ({src}): values above 65,504 overflow to inf and then NaN",
+                {"--dtype": "bfloat16"},
+                "run with --dtype bfloat16 (same memory, the range of fp32) where the GPU supports it",
+            )
+        )
     quant = a.get("quantization")
     if quant:
         out.append((f"the {quant} quantised weights: a bad checkpoint or its kernel on this GPU", {}, f"try another checkpoint or quantization kernel for {quant}"))
@@ -134,4 +142,6 @@ class NanLogits(CrashRule):
             args = {}
             summary = "None of the log's settings points to a cause (no quantised KV cache, fp16 or quantised weights in the log): rerun with --kv-cache-dtype auto and --dtype bfloat16 to rule out numeric range, then try another --attention-backend and --disable-cuda-graph to find a kernel."
             safety = self.fix_safety
-        yield self.finding(run, msg, ev, Fix(summary=summary, args=args, safety=safety), severity="warning" if sanitized and not crashed else None, messages=n, ranks=ranks, where=wheres, suspects=[x[0] for x in sus])
+        yield self.finding(
+            run, msg, ev, Fix(summary=summary, args=args, safety=safety), severity="warning" if sanitized and not crashed else None, messages=n, ranks=ranks, where=wheres, suspects=[x[0] for x in sus]
+        )

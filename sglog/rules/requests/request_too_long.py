@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules.base import Option, Rule, event_evidence, window_evidence
@@ -142,8 +142,18 @@ class RequestTooLong(Rule):
         if raised:
             msg = msg[:-1] + f" (raised as {', '.join(raised)})."
         return self.finding(
-            run, msg, ev, fix, severity=None if refused else "info",
-            requests=n, limit=limit, limit_kind=kind, binds=binds, longest_input=longest, ranks=ranks, action="rejected" if refused else "truncated",
+            run,
+            msg,
+            ev,
+            fix,
+            severity=None if refused else "info",
+            requests=n,
+            limit=limit,
+            limit_kind=kind,
+            binds=binds,
+            longest_input=longest,
+            ranks=ranks,
+            action="rejected" if refused else "truncated",
         )
 
     @staticmethod

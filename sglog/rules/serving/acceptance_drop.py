@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -97,4 +97,10 @@ class AcceptanceDrop(Rule):
             args={},
             safety=self.fix_safety,
         )
-        yield self.finding(run, msg, change.evidence(timeline.decode_series(run), ws, w, s, note, run, first, sp), fix, **change.details(metric, sp, round(before, 4), round(after, 4), ws.width, load_before=lb, load_after=la))
+        yield self.finding(
+            run,
+            msg,
+            change.evidence(timeline.decode_series(run), ws, w, s, note, run, first, sp),
+            fix,
+            **change.details(metric, sp, round(before, 4), round(after, 4), ws.width, load_before=lb, load_after=la),
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -96,11 +96,21 @@ class CacheHitCollapse(Rule):
             said.append(f"token usage {u1:.2f} ({u0:.2f} before)")
         if n1 is not None and n0 and not 2 / 3 <= n1 / n0 <= 1.5:
             said.append(f"{n1:,.0f} new tokens per prefill line ({n0:,.0f} before)")
-        msg = f"The prefix-cache hit share of prefill batches fell from {before:.0%} to {after:.0%} {sp.between}, {sp.before} at {rng}" + (f"; in those windows {', '.join(said)}" if said else "") + "."
-        note = f"cached / (cached + new) prefill tokens per window ({change.width_words(ws.axis, ws.width)}): {before:.0%} over {s} windows before, {after:.0%} over {e - s + 1} windows from {sp.start}"
+        msg = (
+            f"The prefix-cache hit share of prefill batches fell from {before:.0%} to {after:.0%} {sp.between}, {sp.before} at {rng}" + (f"; in those windows {', '.join(said)}" if said else "") + "."
+        )
+        note = (
+            f"cached / (cached + new) prefill tokens per window ({change.width_words(ws.axis, ws.width)}): {before:.0%} over {s} windows before, {after:.0%} over {e - s + 1} windows from {sp.start}"
+        )
         if full:
             summary = f"Token usage is {u1:.2f} in the collapse: the KV pool is too small to keep the shared prefixes; grow it (kv-headroom-wasted, --kv-cache-dtype fp8_e4m3) or lower the load."
         else:
             summary = f"Find what changed at {sp.start}: a cache flush or weight update, a new prompt template, or the router no longer sending a session to the same server (cache-aware routing)."
         fix = Fix(summary=summary, args={}, safety=self.fix_safety)
-        yield self.finding(run, msg, change.evidence(run.prefill, ws, w, s, note, run, first, sp), fix, **change.details("prefix_cache_hit_share", sp, round(before, 4), round(after, 4), ws.width, usage_before=u0, usage_after=u1))
+        yield self.finding(
+            run,
+            msg,
+            change.evidence(run.prefill, ws, w, s, note, run, first, sp),
+            fix,
+            **change.details("prefix_cache_hit_share", sp, round(before, 4), round(after, 4), ws.width, usage_before=u0, usage_after=u1),
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -97,7 +97,10 @@ class QueueGrowth(Rule):
             kind, why = "capacity-bound", f"KV usage was {usage:.2f}, the pool is full and requests wait for memory"
             summary = "Capacity-bound: grow the KV pool (kv-headroom-wasted, --kv-cache-dtype fp8_e4m3), add replicas (--dp or more servers) or lower the load."
         elif at_cap:
-            kind, why = "scheduler-bound", (f"#running-req reached --max-running-requests ({cap}) with KV usage {usage:.2f}" if usage is not None else f"#running-req reached --max-running-requests ({cap})") + assumed
+            kind, why = (
+                "scheduler-bound",
+                (f"#running-req reached --max-running-requests ({cap}) with KV usage {usage:.2f}" if usage is not None else f"#running-req reached --max-running-requests ({cap})") + assumed,
+            )
             summary = f"Scheduler-bound by the request cap: raise --max-running-requests above {cap} (scheduler-too-conservative computes a value)."
         elif usage is not None and usage <= o["idle_usage"]:
             kind, why = "scheduler-bound", f"KV usage was only {usage:.2f}, memory is free but the scheduler does not admit them"
@@ -111,4 +114,6 @@ class QueueGrowth(Rule):
         msg = f"The request queue grew from {before:.0f} to {after:.0f} (peak {peak:.0f}) {sp.between}, {sp.before} of serving{load_words}. {kind.capitalize()}: {why}."
         note = f"median #queue-req per window ({change.width_words(ws.axis, ws.width)}): {before:.0f} over {s} windows before, {after:.0f} over {e - s + 1} windows from {sp.start}; token usage {'?' if usage is None else f'{usage:.2f}'}"
         fix = Fix(summary=summary, args={}, safety=self.fix_safety)
-        yield self.finding(run, msg, change.evidence(run.batches, ws, w, s, note, run, first, sp), fix, **change.details("queue_req", sp, before, after, ws.width, bound=kind, usage=usage, running=running, peak=peak))
+        yield self.finding(
+            run, msg, change.evidence(run.batches, ws, w, s, note, run, first, sp), fix, **change.details("queue_req", sp, before, after, ws.width, bound=kind, usage=usage, running=running, peak=peak)
+        )

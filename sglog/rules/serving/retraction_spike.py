@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -92,11 +92,11 @@ class RetractionSpike(Rule):
         if per_min is not None:
             minutes = (e - s + 1) * ws.width / 60
             rate_a, rate_b = total / minutes, before * per_min
-            counts = f"{total} requests retracted ({rate_a:.1f}/min) against {rate_b:.2f}/min in the {sp.before[len('after '):]} before"
+            counts = f"{total} requests retracted ({rate_a:.1f}/min) against {rate_b:.2f}/min in the {sp.before[len('after ') :]} before"
             after_value, before_value = round(rate_a, 3), round(rate_b, 3)
             metric = "retracted_per_min"
         else:
-            counts = f"{total} requests retracted in {e - s + 1} windows of {ws.width:g} lines against {before:.2f} per window in the {sp.before[len('after '):]} before"
+            counts = f"{total} requests retracted in {e - s + 1} windows of {ws.width:g} lines against {before:.2f} per window in the {sp.before[len('after ') :]} before"
             after_value, before_value = round(total / (e - s + 1), 3), round(before, 3)
             metric = "retracted_per_window"
         sources = set(rt.get_column("source").unique().to_list())
@@ -110,4 +110,6 @@ class RetractionSpike(Rule):
             args={"--schedule-conservativeness": f"{new:g}"},
             safety=self.fix_safety,
         )
-        yield self.finding(run, msg, change.evidence(rt, ws, w, s, note, run, first, sp), fix, **change.details(metric, sp, before_value, after_value, ws.width, retracted=total, sources=sorted(sources)))
+        yield self.finding(
+            run, msg, change.evidence(rt, ws, w, s, note, run, first, sp), fix, **change.details(metric, sp, before_value, after_value, ws.width, retracted=total, sources=sorted(sources))
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -94,7 +94,13 @@ class ThroughputDrop(Rule):
         msg = f"Decode throughput fell from {top:.0f} to {after:.0f} token/s {sp.between} at {same}, {sp.before} of serving" + (f"; in those windows {causes}" if causes else "") + "."
         note = f"median gen throughput per window ({change.width_words(ws.axis, ws.width)}): best held {top:.0f} token/s at #running-req {top_load:.0f}; {after:.0f} over {e - s + 1} windows from {sp.start} at #running-req {la:.0f}"
         fix = Fix(summary=fix_hint, args={}, safety=self.fix_safety)
-        yield self.finding(run, msg, change.evidence(timeline.decode_series(run), ws, w, s, note, run, first, sp), fix, **change.details("gen_throughput", sp, round(top, 2), round(after, 2), ws.width, load_before=top_load, load_after=la))
+        yield self.finding(
+            run,
+            msg,
+            change.evidence(timeline.decode_series(run), ws, w, s, note, run, first, sp),
+            fix,
+            **change.details("gen_throughput", sp, round(top, 2), round(after, 2), ws.width, load_before=top_load, load_after=la),
+        )
 
     @staticmethod
     def _causes(bef: pl.DataFrame, dur: pl.DataFrame) -> tuple[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -89,7 +89,13 @@ class TtftRegression(Rule):
             args={},
             safety=self.fix_safety,
         )
-        yield self.finding(run, msg, change.evidence(r, ws, w, s, note, run, first, sp), fix, **change.details("ttft_s", sp, round(before, 4), round(after, 4), ws.width, requests=int(w.get_column("n").slice(s, e - s + 1).sum())))
+        yield self.finding(
+            run,
+            msg,
+            change.evidence(r, ws, w, s, note, run, first, sp),
+            fix,
+            **change.details("ttft_s", sp, round(before, 4), round(after, 4), ws.width, requests=int(w.get_column("n").slice(s, e - s + 1).sum())),
+        )
 
     @staticmethod
     def _queue(run, ws: change.Windows, s: int, e: int, w: pl.DataFrame) -> str:
