@@ -111,6 +111,20 @@ def corpus_findings():
     return out
 
 
+# cuts of a corpus log on which a rule does not fire yet, each with why (the test fails when one starts
+# to fire, so the list only shrinks)
+KNOWN_GAPS = {
+    # without rank tags the 64 ranks' weight-load lines merge and the slowest rank's time is lost
+    ("019", "slow-weight-loading", "no-ranks"),
+    # the tail starts at the capture line: what is left is one progress line, too little to call a startup
+    ("041", "server-never-ready", "tail"),
+    # the tail keeps 2 of the 3 prefill lines the rule needs when no decode line is logged
+    ("219", "kv-capacity-bound", "tail"),
+    # the tail drops the `Capture cuda graph bs [...]` line: the largest captured size is unknown
+    ("225", "decode-batch-exceeds-cuda-graph", "tail"),
+}
+
+
 @pytest.mark.parametrize(("name", "rule_name"), corpus_findings())
 def test_the_rule_still_fires_on_a_fragment_of_a_corpus_log(tmp_path, name, rule_name):
     """The same cuts, of the real corpus logs (fixtures/logs/real): each finding survives them."""
@@ -123,4 +137,5 @@ def test_the_rule_still_fires_on_a_fragment_of_a_corpus_log(tmp_path, name, rule
         _runs, got = findings(tmp_path, rule, part, f"{cut}.log")
         if not got:
             missed.append(cut)
-    assert not missed, f"{rule_name} on {name}: no finding on the {', '.join(missed)} cut"
+    known = {cut for (log, rule_, cut) in KNOWN_GAPS if name.startswith(log) and rule_ == rule_name}
+    assert set(missed) == known, f"{rule_name} on {name}: no finding on the {', '.join(missed) or '(none)'} cut; known gaps: {', '.join(sorted(known)) or 'none'}"
