@@ -748,24 +748,44 @@ def planned_chunks(src: Source, chunk_bytes: int, workers: int) -> Iterator[tupl
     return prefetched(src, chunk_bytes, workers) or iter_raw_chunks(src, *read_plan(src, chunk_bytes, workers))
 
 
-def read_lines(src: Source, numbers: set[int]) -> dict[int, str]:
+def read_lines(src: Source, numbers: set[int], chunk_bytes: int = CHUNK_BYTES) -> dict[int, str]:
     """Fetch the raw text of some physical lines (1-based), e.g. for evidence: from the opened
-    file, or from what a stream's reading kept (the lines it holds, when it could not keep all)."""
-    want = set(numbers)
+    file, or from what a stream's reading kept (the lines it holds, when it could not keep all).
+    Only the lines asked for are decoded: a chunk is counted, not split (a 32 MB chunk split into
+    its lines held ~150 MB more, #28)."""
+    want = sorted(set(numbers))
     out: dict[int, str] = {}
     if not want:
         return out
-    last = max(want)
-    n = 0
+    n = 0  # lines before this chunk
+    i = 0  # the next of ``want``
     try:
-        for chunk in iter_text_chunks(src, partial=True):
-            for line in chunk.split("\n"):
-                n += 1
-                if n in want:
-                    out[n] = line.rstrip("\r")
-                if n >= last:
-                    return out
-            n -= 1  # the chunk ended with '\n': the empty tail is not a line
+        for head, block, end in iter_raw_chunks(src, chunk_bytes, partial=True):
+            lines = block.count(b"\n", 0, end)
+            if block[end - 1 : end] != b"\n" and (end or head):
+                lines += 1  # (the input's last line, without a newline)
+            ks = []
+            while i < len(want) and want[i] <= n + lines:
+                ks.append(want[i] - n)
+                i += 1
+            for k, raw in _pieces(head, block, end, ks):
+                out[n + k] = raw.decode("utf-8", errors="replace").rstrip("\r")
+            n += lines
+            if i == len(want):
+                break
     except InputError:
         pass  # (a stream's kept copy cut short: the lines before the cut)
     return out
+
+
+def _pieces(head: bytes, block: bytes, end: int, ks: list[int]) -> Iterator[tuple[int, bytes]]:
+    """Lines ``ks`` (1-based, ascending) of ``head + block[:end]``, found by walking its newlines
+    up to the last of them (nothing joined or split whole)."""
+    piece, pos = 1, 0  # piece ``piece`` starts at ``pos`` in the block (the first after ``head``)
+    for k in ks:
+        while piece < k:
+            pos = block.index(b"\n", pos, end) + 1
+            piece += 1
+        stop = block.find(b"\n", pos, end)
+        raw = block[pos : end if stop < 0 else stop]
+        yield k, (head + raw if piece == 1 and head else raw)
