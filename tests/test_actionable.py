@@ -132,6 +132,7 @@ def everything(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_one_value_per_flag_and_every_loser_says_why(everything):
     """Per run, the fixes that still hold (their flags not superseded) never disagree on a flag, and
     each superseded flag names the finding whose value holds, with that value and a reason."""

@@ -37,6 +37,7 @@ def _diagnose(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sglog", "diagnose", "-q", str(LOG)], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_nothing_loadable_is_written_to_the_shared_temp_folder(tmp_path):
     env = _env(tmp_path)
     first, second = _diagnose(env), _diagnose(env)
@@ -58,6 +59,7 @@ def _plant(folder: Path, marker: Path) -> Path:
     return planted
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners and modes")
 def test_a_pickle_planted_in_a_folder_others_can_write_is_never_loaded(tmp_path):
     shared = tmp_path / "open"

@@ -163,6 +163,7 @@ def test_events_unknown_kind_lists_the_kinds(capsys, monkeypatch):
     assert code == 0 and out and all(json.loads(line)["kind"] == "decode_batch" for line in out.splitlines())
 
 
+@pytest.mark.slow
 def test_report_without_images_links_only_files_it_wrote(capsys, monkeypatch, tmp_path):
     import re
 
@@ -247,6 +248,7 @@ def test_timeline_numbers_are_rounded_in_csv(capsys, monkeypatch):
 SGLOG = [str(Path(sys.executable).parent / "sglog")]
 
 
+@pytest.mark.slow
 def test_piped_log_without_dash_and_a_directory(tmp_path):
     import shutil
     import subprocess

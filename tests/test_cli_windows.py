@@ -123,6 +123,7 @@ def test_timeline_aggregates_the_batch_lines_in_the_window(capsys, monkeypatch):
     assert next(w for w in cut if w["window_start"] == "2026-02-27 09:24:00")["n_decode"] < first["n_decode"]  # (09:24:00-09:24:04 left out)
 
 
+@pytest.mark.slow
 def test_timeline_of_one_rank(capsys, monkeypatch):
     decodes = rows_of(capsys, monkeypatch, DP4, "-k", "decode_batch")
     per_rank = {r["rank"] for r in decodes}

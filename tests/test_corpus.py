@@ -52,6 +52,7 @@ def stats(name: str) -> dict:
     return entry
 
 
+@pytest.mark.slow
 def test_corpus_is_complete() -> None:
     assert len(FILES) == 67  # 001-048 and 201-233 (234-238 are other servers': fixtures/logs/foreign/real)
     assert set(KNOWN_GAPS) <= set(FILES)

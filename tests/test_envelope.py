@@ -289,6 +289,7 @@ RAY = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(SGLANG_LINE, OUTER, st.none() | INNER, st.none() | RAY)
 def test_wrap_then_strip_gives_the_line_back(line, outer, inner, ray):

@@ -140,6 +140,7 @@ def test_fast_equals_lark_only(odd_path, reference):
     assert_same(dicts(odd_path), reference)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_bytes", [1 << 10, 7 << 10, 64 << 10])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_chunk_boundaries_change_nothing(odd_path, reference, chunk_bytes, threads):
@@ -211,6 +212,7 @@ def test_repeated_constant_messages_are_read_like_lark(tmp_path):
     assert fastpath.derive_term_shape("WARNING:  Invalid HTTP request received 2.") is None or fastpath.derive_term_shape("WARNING:  Invalid HTTP request received 2.").literal is None
 
 
+@pytest.mark.slow
 def test_a_message_that_starts_with_a_newline_is_read_like_lark(tmp_path):
     """The envelope alone on its line (0.4.5.post3's CUDA-graph banner, records.py "newline"
     mode) takes the lines after it: the vectorised path leaves such lines to the record layer."""
@@ -246,6 +248,7 @@ def test_every_line_in_exactly_one_event(odd_path):
     assert log.lines == lines
 
 
+@pytest.mark.slow
 def test_the_vectorised_path_takes_the_bulk(tmp_path):
     """Most lines of a typical log are read by polars (a fast path that quietly sends everything
     to lark would still be correct): batch and access rows, retraction and GC events."""
@@ -256,6 +259,7 @@ def test_the_vectorised_path_takes_the_bulk(tmp_path):
         assert parse_file(str(p), fast=False).lines_fast == 0
 
 
+@pytest.mark.slow
 def test_gzip_and_crlf_and_no_final_newline(tmp_path, reference, odd_path):
     lines = odd_log()
     gz = tmp_path / "x.log.gz"
@@ -454,6 +458,7 @@ def test_a_shape_that_reads_wrong_is_retired(odd_path, reference, monkeypatch):
     assert log.lines_fast < 0.5 * log.lines
 
 
+@pytest.mark.slow
 def test_parse_files_in_processes(tmp_path, odd_path, reference):
     from sglog.read.parse import parse_files
 
@@ -640,6 +645,7 @@ def test_a_parse_after_a_prefetch_reads_the_same(odd_path, reference):
     assert str(odd_path) not in inputs._prefetches
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [3000, -200])
 def test_a_truncated_gzip_read_ahead_is_one_input_error(tmp_path, odd_path, keep):
     """The read-ahead hands the error on where it happened (in its blocks or after them)."""

@@ -73,6 +73,7 @@ def server_args(log: ParsedLog, i: int = 0) -> dict:
 # ---------------------------------------------------------------- generator
 
 
+@pytest.mark.slow
 def test_generator_is_idempotent(tmp_path):
     written = _generator().write_all(tmp_path)
     names = {p.relative_to(tmp_path).as_posix() for p in written}

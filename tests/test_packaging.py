@@ -12,6 +12,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # the tests build a wheel with pip
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

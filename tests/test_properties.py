@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,6 +107,7 @@ PLAIN = [
 ]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(st.one_of(st.sampled_from(PLAIN), line), max_size=60))
 def test_vectorised_path_reads_like_lark_with_tiny_chunks(tmp_path_factory, lines):

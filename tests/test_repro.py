@@ -529,6 +529,7 @@ def test_bad_input_is_one_line_and_exit_2(env, capsys):
     assert code == 2 and "exists" in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_or_sigterm_to_sglog_stops_the_server(env, tmp_path):
     """Ctrl-C (SIGINT) or SIGTERM to sglog while the server starts: sglog stops its process group and exits (both at once, to save time)."""
     procs = {}

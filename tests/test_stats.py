@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from sglog.read.parse import SOURCES, parse_file, source_of, unparsed_templates
 
@@ -50,6 +52,7 @@ def test_source_of_each_kind_comes_from_its_class():
     assert source_of("unparsed") == "unparsed" and source_of("blank") == "blank"
 
 
+@pytest.mark.slow
 def test_stats_json_and_table(tmp_path):
     log = tmp_path / "m.log"
     log.write_text(MIXED)
