@@ -309,7 +309,7 @@ def aligned(frame: pl.DataFrame) -> pl.DataFrame:
 def _seconds(every: str) -> float:
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
     num = "".join(ch for ch in every if ch.isdigit() or ch == ".")
-    unit = every[len(num):] or "s"
+    unit = every[len(num) :] or "s"
     return float(num or 1) * units.get(unit, 1)
 
 
