@@ -8,24 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STORY
+from conftest import STORY, run_sglog
 
 OOM = STORY / "eagle3-oom-auto.log"
 FIXED = STORY / "eagle3-fixed-v2.log"
 
 
-def sglog(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """``sglog ARGS`` in this process, as the console script runs it: (exit code, stdout, stderr)."""
-    from sglog import cli
-
-    monkeypatch.setattr(sys, "argv", ["sglog", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+sglog = run_sglog  # (tests/conftest.py)
 
 
 # ------------------------------------------------------------------ runs: formats and -o

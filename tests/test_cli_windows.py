@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import doctest
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import LOGS
+from conftest import LOGS, run_sglog
 from sglog.commands import window as window_module
 
 TWO = LOGS / "constructed" / "two-launches.log"  # a crash (08:17, TP2) and a relaunch (08:18-08:30) in one file
@@ -19,17 +18,7 @@ SERVING = LOGS / "story" / "baseline-cgbs128.log"  # decode batches 09:23-09:29,
 DP4 = LOGS / "real" / "019-deepseek-r1-w4a8-ascend-npu-tp16-dp4-ep-eagle-benchmark.log"  # decode batches of DP0..DP3
 
 
-def sglog(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    from sglog import cli
-
-    monkeypatch.setattr(sys, "argv", ["sglog", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+sglog = run_sglog  # (tests/conftest.py)
 
 
 def rows_of(capsys, monkeypatch, log: Path, *args: str) -> list[dict]:

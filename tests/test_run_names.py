@@ -7,11 +7,10 @@ from __future__ import annotations
 import doctest
 import json
 import shutil
-import sys
 
 import pytest
 
-from conftest import CONSTRUCTED, ROOT
+from conftest import CONSTRUCTED, ROOT, run_sglog
 from sglog import runs as sruns
 from sglog.runs import load_runs
 
@@ -20,21 +19,7 @@ NODE0, NODE1 = CONSTRUCTED / "node0.log", CONSTRUCTED / "node1.log"  # one launc
 OOM = ROOT / "fixtures" / "logs" / "story" / "eagle3-oom-auto.log"
 
 
-def sglog(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    from sglog import cli
-
-    monkeypatch.setattr(sys, "argv", ["sglog", *args])
-    if stdin is not None:
-        import io
-
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+sglog = run_sglog  # (tests/conftest.py)
 
 
 def test_run_names_doctests():
