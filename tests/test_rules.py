@@ -221,8 +221,9 @@ def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
 
     import polars as pl
 
-    from sglog.rules import facts, platform
+    from sglog.rules import facts
     from sglog.rules.base import first_line
+    from sglog.rules.disaggregation import kv_transfer_failed
     from sglog.runs import Run
 
     rnd = random.Random(5)
@@ -234,9 +235,9 @@ def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
         want = [
             e
             for e in events
-            if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), platform.KV_TRANSFER_PATTERNS))
+            if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), kv_transfer_failed.KV_TRANSFER_PATTERNS))
         ]
-        assert platform._kv_failures(run) == want
+        assert kv_transfer_failed._kv_failures(run) == want
 
 
 def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):
@@ -267,7 +268,7 @@ def test_logged_draft_positions_never_guess(tmp_path):
     import polars as pl
 
     from sglog.read.parse import parse_file
-    from sglog.rules.speculative import logged_draft_positions
+    from sglog.rules.speculative.low_spec_acceptance import logged_draft_positions
     from sglog.runs import build_runs
 
     def rows(L: float, r: float | None, n: int = 12) -> pl.DataFrame:

@@ -152,7 +152,7 @@ def suggested_change(run, findings: list[Finding]) -> tuple[Text | None, list]:
 
 
 def _ending(run) -> str:
-    from sglog.rules.lifecycle import phase_words
+    from sglog.rules.lifecycle.phases import phase_words
 
     e = run.ending
     if e is None:

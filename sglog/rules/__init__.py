@@ -13,27 +13,40 @@ from collections.abc import Iterable
 from sglog.rules.base import DOC_SECTIONS, Option, Rule
 from sglog.rules.capacity.hybrid_pool_full import HybridPoolFull
 from sglog.rules.capacity.kv_pool_smaller_than_request import KvPoolSmallerThanRequest
+from sglog.rules.disaggregation.kv_transfer_failed import KvTransferFailed
 from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
-from sglog.rules.lifecycle import Crash, ServerNeverReady, SlowCudaGraphCapture, SlowWeightLoading, WatchdogTimeout
-from sglog.rules.memory import (
-    CudaGraphBsOversized,
-    CudaGraphCaptureFailed,
-    CudaGraphCaptureOom,
-    DraftModelExceedsStaticPool,
-    KvHeadroomTooSmall,
-    KvHeadroomWasted,
-    KvPoolStarvedByWeights,
-    RuntimeOom,
-    StartupOom,
-    TpMemoryImbalance,
-    WeightsExceedGpuMemory,
-)
+from sglog.rules.lifecycle.crash import Crash
+from sglog.rules.lifecycle.server_never_ready import ServerNeverReady
+from sglog.rules.lifecycle.slow_cuda_graph_capture import SlowCudaGraphCapture
+from sglog.rules.lifecycle.slow_weight_loading import SlowWeightLoading
+from sglog.rules.lifecycle.watchdog_timeout import WatchdogTimeout
+from sglog.rules.memory.cuda_graph_bs_oversized import CudaGraphBsOversized
+from sglog.rules.memory.cuda_graph_capture_failed import CudaGraphCaptureFailed
+from sglog.rules.memory.cuda_graph_capture_oom import CudaGraphCaptureOom
+from sglog.rules.memory.draft_model_exceeds_static_pool import DraftModelExceedsStaticPool
+from sglog.rules.memory.kv_headroom_too_small import KvHeadroomTooSmall
+from sglog.rules.memory.kv_headroom_wasted import KvHeadroomWasted
+from sglog.rules.memory.kv_pool_starved_by_weights import KvPoolStarvedByWeights
+from sglog.rules.memory.runtime_oom import RuntimeOom
+from sglog.rules.memory.startup_oom import StartupOom
+from sglog.rules.memory.tp_memory_imbalance import TpMemoryImbalance
+from sglog.rules.memory.weights_exceed_gpu_memory import WeightsExceedGpuMemory
 from sglog.rules.numerics.nan_logits import NanLogits
-from sglog.rules.platform import IllegalMemoryAccess, KvTransferFailed, MissingDependency, NcclTimeout, UnsupportedGpuArch
+from sglog.rules.platform.illegal_memory_access import IllegalMemoryAccess
+from sglog.rules.platform.missing_dependency import MissingDependency
+from sglog.rules.platform.nccl_timeout import NcclTimeout
+from sglog.rules.platform.unsupported_gpu_arch import UnsupportedGpuArch
 from sglog.rules.requests.request_too_long import RequestTooLong
-from sglog.rules.scheduling import CudaGraphsNeverCaptured, DecodeBatchExceedsCudaGraph, KvCapacityBound, KvRetraction, SchedulerTooConservative
+from sglog.rules.scheduling.cuda_graphs_never_captured import CudaGraphsNeverCaptured
+from sglog.rules.scheduling.decode_batch_exceeds_cuda_graph import DecodeBatchExceedsCudaGraph
+from sglog.rules.scheduling.kv_capacity_bound import KvCapacityBound
+from sglog.rules.scheduling.kv_retraction import KvRetraction
+from sglog.rules.scheduling.scheduler_too_conservative import SchedulerTooConservative
 from sglog.rules.serving import AcceptanceDrop, CacheHitCollapse, QueueGrowth, RetractionSpike, ThroughputDrop, TtftRegression
-from sglog.rules.speculative import DraftModelFullTp, DraftTreeTooLarge, LowSpecAcceptance, SpeculationUnprofitable
+from sglog.rules.speculative.draft_model_full_tp import DraftModelFullTp
+from sglog.rules.speculative.draft_tree_too_large import DraftTreeTooLarge
+from sglog.rules.speculative.low_spec_acceptance import LowSpecAcceptance
+from sglog.rules.speculative.speculation_unprofitable import SpeculationUnprofitable
 
 RULES: tuple[Rule, ...] = (
     # memory

@@ -125,8 +125,10 @@ class Rule:
         if got is None:
             import sys
 
-            module = sys.modules.get(cls.__module__)
-            text = "\n".join(v for k, v in cls.doc.items() if k != "Example") + "\n" + ((module.__doc__ if module else None) or "")
+            # the rule's docs, its module's and its area's (the area package states the notation its rules share)
+            names = (cls.__module__, cls.__module__.rpartition(".")[0])
+            docs = [getattr(sys.modules.get(n), "__doc__", None) or "" for n in names]
+            text = "\n".join(v for k, v in cls.doc.items() if k != "Example") + "\n" + "\n".join(docs)
             got = doc_symbols(text, cls.options)
             cls._symbols = got
         return got

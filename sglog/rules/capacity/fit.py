@@ -1,5 +1,5 @@
 """Which `--mem-fraction-static` makes a KV pool hold a number of tokens (shared by the capacity
-and request rules).  The arithmetic is the memory rules' (sglog/rules/memory.py, whose notation
+and request rules).  The arithmetic is the memory rules' (sglog/rules/memory/, whose notation
 this follows: `T`, `A_w`, bytes/token, `F`, headroom `H`), and SGLang's own sizing:
 `max_total_num_tokens = (avail - T x (1 - mfs)) / bytes_per_token`, so each extra token costs
 bytes/token of the fraction's share `1 / T`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglog.rules.base import ceil_to, floor_to
-from sglog.rules.memory import GiB, _total_gb
+from sglog.rules.memory.budget import GiB, total_gb
 
 CONTEXT_STEP = 1024  # a suggested --context-length is a multiple of this
 
@@ -63,7 +63,7 @@ def pool_fit(run, tokens: int, headroom_gb: float, headroom_share: float, min_kv
     `min(headroom_gb, headroom_share x T)` outside the static pool, and (when the ready summary
     shows `F`) takes the extra KV from what stayed free."""
     m = run.memory
-    T, _ = _total_gb(run)
+    T, _ = total_gb(run)
     bpt = m.bytes_per_kv_token
     mfs = m.mem_fraction_static
     pool = m.max_total_num_tokens

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sglog.findings import Fix
 from sglog.rules.base import Option, Rule, event_evidence
 from sglog.rules.capacity.fit import pool_fit
-from sglog.rules.memory import _budget_evidence
+from sglog.rules.memory.budget import budget_evidence
 from sglog.rules.said import said
 
 
@@ -116,7 +116,7 @@ class KvPoolSmallerThanRequest(Rule):
                     args={},
                     safety="A higher fraction leaves less memory for activations; an fp8 KV cache can cost accuracy.",
                 )
-        ev = [event_evidence(pool_ev)] + [x for x in _budget_evidence(run) if x.line != pool_ev.line] + [event_evidence(s.event) for s in refused[:1]]
+        ev = [event_evidence(pool_ev)] + [x for x in budget_evidence(run) if x.line != pool_ev.line] + [event_evidence(s.event) for s in refused[:1]]
         severity = None if starved else ("warning" if refused else "info")
         if severity == "info" and fix.args.get("--context-length"):
             # no request was refused for it: a shorter context is a choice to offer, not a change to make

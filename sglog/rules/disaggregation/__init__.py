@@ -1,1 +1,4 @@
-"""Disaggregation rules: prefill-decode (PD) deployments and their KV transfer."""
+"""Disaggregation rules: prefill-decode (PD) deployments and their KV transfer.
+
+One rule per module, named after the rule.
+"""

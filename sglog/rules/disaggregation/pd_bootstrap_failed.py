@@ -250,7 +250,7 @@ class PdBootstrapFailed(CrashRule):
 
 
 # the transfer engine's own errors (its transport, its metadata service, a crash in its library): the
-# KV transfer layer failed, which is kv-transfer-failed's (sglog/rules/platform.py); SGLang's set-up
+# KV transfer layer failed, which is kv-transfer-failed's (sglog/rules/disaggregation/kv_transfer_failed.py); SGLang's set-up
 # and handshakes are this rule's
 ENGINE_STAGES = ("transport", "native", "metadata")
 

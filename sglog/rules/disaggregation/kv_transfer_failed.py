@@ -1,0 +1,218 @@
+"""SGL405 kv-transfer-failed: KV-cache transfers between the prefill and decode instances of a PD-disaggregated deployment failed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import polars as pl
+
+from sglog.findings import Fix
+from sglog.rules import facts
+from sglog.rules.base import Option, Rule, event_evidence, first_line, row_evidence, window_evidence
+
+# signatures of a failed PD-disaggregation KV transfer in lines the grammar did not type as `kv_transfer_failed`
+KV_TRANSFER_PATTERNS = (
+    "kvtransfererror",
+    "prefill transfer failed",
+    "decode transfer failed",
+    "failed to get kvcache from prefill instance",
+    "failed due to an unknown reason from another rank",
+)
+
+
+_MOONCAKE_SESSION = re.compile(r"mooncake session (\S+?) is not alive")
+
+
+def _ranges(xs) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    xs = sorted(set(xs))
+    out: list[str] = []
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _sentence(s: str) -> str:
+    return s[:1].upper() + s[1:] + "."
+
+
+def _kv_failures(run) -> list:
+    """kv_transfer_failed events and events of other kinds whose first line names a KV transfer
+    failure, in ``events`` order."""
+    events = run.events
+    hits = list(run.by_kind.get("kv_transfer_failed", ()))
+    lowered = run.lowered_texts()
+    for kind, positions in run.by_kind.items():
+        if kind in ("kv_transfer_failed", "pd_bootstrap_failed", "uvicorn_log", "http_access"):
+            continue
+        # a kind's texts screened at once (tens of thousands of retraction and GC lines: two
+        # scans in C of its lower-cased text; every pattern holds 'transfer' or 'fail'); only a
+        # kind where one shows is read event by event
+        low = lowered[kind]
+        if "transfer" not in low and "fail" not in low:
+            continue
+        for i in positions:
+            text = events[i].text
+            if text:
+                cut = text.find("\n")
+                if facts.has_any((text if cut < 0 else text[:cut]).lower(), KV_TRANSFER_PATTERNS):
+                    hits.append(i)
+    return [events[i] for i in sorted(hits)]
+
+
+class KvTransferFailed(Rule):
+    """KV-cache transfers between the prefill and decode instances of a PD-disaggregated deployment failed.
+
+    ## What it finds
+    PD-disaggregation transfer failures: `Prefill transfer failed for request
+    ... KVTransferError(...)` (prefill side, e.g. `Decode instance could be
+    dead, remote mooncake session <ip:port> is not alive`), `Decode transfer
+    failed ...` (decode side, e.g. `Failed to get kvcache from prefill
+    instance, it might be dead` or `Failed due to an unknown reason from
+    another rank`).  It is an error when failures hit at least
+    `repeat_requests` distinct requests (bootstrap rooms) or when requests got
+    HTTP 5xx answers, a warning otherwise.  Without such lines, the transfer
+    engine's own errors: mooncake / NIXL glog lines at ERROR and UCX `ERROR`
+    lines while connecting, a peer segment missing from mooncake's metadata
+    service, a native crash inside UCX / NIXL / mooncake (the set-up and
+    handshakes SGLang does itself are `pd-bootstrap-failed`'s).
+
+    ## Why it matters
+    The server keeps running and `/health` keeps answering 200, so nothing
+    restarts it, but the affected requests fail (HTTP 500) or hang on the
+    decode side.  With Mooncake over RDMA the common cause is the network, not
+    SGLang: each node registers its transfer sessions under an address; when
+    that is a bond, management or IPv6 address instead of the RDMA/RoCE one
+    the peer cannot reach it and every transfer fails on every rank.  The
+    other causes are a peer instance that really died, or one rank of an
+    instance whose transfer failed (the others then report "an unknown reason
+    from another rank").
+
+    ## Evidence
+    The first failure lines, a summary (number of lines, affected requests,
+    prefill and decode ranks, unreachable Mooncake session addresses) and the
+    HTTP 5xx access lines, if any.
+
+    ## Suggested fix
+    On every node set `MC_TCP_BIND_ADDRESS` and `SGLANG_HOST_IP` to the node's
+    RDMA/RoCE-reachable IPv4 address and pass `--disaggregation-ib-device`
+    with the RDMA device(s) (e.g. `mlx5_0`); check that the addresses in
+    `mooncake session ... is not alive` are the peers' RDMA addresses; check
+    that the peer instance is alive (its own log, `/health`).  For "unknown
+    reason from another rank", read the other ranks' logs and the Mooncake
+    transfer-engine lines for the first error (e.g. an RDMA `local protection
+    error`).  The args patch is empty: the fix is environment variables and a
+    device name only the operator knows.
+
+    ## Fix safety
+    These settings only choose the network the KV cache travels on; the model
+    and scheduling do not change.  Environment variables are not flags: set
+    them in each node's launch environment and restart every instance.  An
+    address or device the node does not have fails startup instead (e.g.
+    `open: Address family not supported by protocol` in
+    `init_disaggregation`); send one request through the router afterwards.
+
+    ## Example
+    Four nodes (2 prefill + 2 decode, TP16 each), Mooncake over RDMA: every
+    prefill rank logs `KVTransferError ... remote mooncake session
+    10.99.91.49:15366 is not alive`, every decode rank `Failed to get kvcache
+    from prefill instance`, the request gets HTTP 500; the sessions were
+    registered with bond IPs instead of the RoCE IPs -> set
+    `MC_TCP_BIND_ADDRESS` / `SGLANG_HOST_IP` per node.
+    """
+
+    code = "SGL405"
+    name = "kv-transfer-failed"
+    severity = "error"
+    options = {"repeat_requests": Option(3, "distinct failed requests (bootstrap rooms) from which the failures are an error without HTTP 5xx")}
+
+    def _check(self, run, o) -> Iterator:
+        fails = _kv_failures(run)
+        if not fails:
+            # no request's transfer failed, but the transfer engine itself reported errors (its
+            # transport, its metadata service, a crash in its library): the KV transfer layer failed
+            from sglog.rules.disaggregation.pd_bootstrap_failed import engine_failures, report
+
+            yield from report(self, run, engine_failures(run), "The PD KV-transfer engine failed")
+            return
+        rooms = sorted({e.get("bootstrap_room") for e in fails if e.get("bootstrap_room") is not None})
+        sides: dict[str, set[int]] = {}
+        for e in fails:
+            side = e.get("side") or ("prefill" if "prefill transfer failed" in (e.text or "").lower() else "decode" if "decode transfer failed" in (e.text or "").lower() else None)
+            r = e.get("transfer_rank")
+            if r is None and e.rank is not None and e.rank.tp is not None:
+                r = e.rank.tp
+            if side and r is not None:
+                sides.setdefault(side, set()).add(int(r))
+        sessions = sorted({m.group(1) for e in fails for m in _MOONCAKE_SESSION.finditer(e.text or "")})
+        hosts = sorted({x.rsplit(":", 1)[0] for x in sessions})
+        errors = [m for m in ((e.get("exc_message") or "").strip() for e in fails) if m]
+        first_err = errors[0] if errors else first_line(fails[0].text).strip()
+
+        t0 = next((e.ts for e in fails if e.ts is not None), None)
+        acc = run.access
+        bad = acc.filter(pl.col("status") >= 500) if acc.height and "status" in acc.columns else acc.head(0)
+        if bad.height and t0 is not None and "ts" in bad.columns:
+            bad = bad.filter(pl.col("ts").is_null() | (pl.col("ts") >= t0))
+        bad_rows = bad.to_dicts() if bad.height else []
+
+        repeated = len(rooms) >= o["repeat_requests"]
+        severity = None if (bad_rows or repeated) else "warning"
+
+        req = f"{len(rooms)} request{'s' if len(rooms) != 1 else ''}" if rooms else "requests"
+        where = " and ".join(f"{side} ranks {_ranges(rs)}" for side, rs in sorted(sides.items(), key=lambda kv: kv[0] != "prefill"))
+        http = ""
+        if bad_rows:
+            codes = sorted({int(r["status"]) for r in bad_rows})
+            http = f"; {len(bad_rows)} HTTP {'/'.join(map(str, codes))} answer{'s' if len(bad_rows) != 1 else ''}"
+        msg = f"PD-disaggregation KV transfers failed: {len(fails)} failure line{'s' if len(fails) != 1 else ''} for {req}{f' on {where}' if where else ''}{http}; first: {first_err[:150]}"
+
+        ev = [event_evidence(e) for e in fails[:3]]
+        note = [f"{len(fails)} transfer-failure lines"]
+        if rooms:
+            shown = ", ".join(str(x) for x in rooms[:3]) + (f" and {len(rooms) - 3} more" if len(rooms) > 3 else "")
+            note.append(f"bootstrap room{'s' if len(rooms) != 1 else ''} {shown}")
+        if where:
+            note.append(where)
+        if sessions:
+            note.append(f"unreachable Mooncake sessions on {', '.join(hosts)}")
+        ev.append(window_evidence(run, "; ".join(note)))
+        ev.extend(row_evidence(r, note=f"HTTP {r['status']}") for r in bad_rows[:2])
+
+        low = " ".join(errors).lower() or first_err.lower()
+        lead = []
+        if "unknown reason from another rank" in low:
+            lead.append(
+                "another rank of this instance failed its part of the transfer: find its first error in the other ranks' logs and the Mooncake transfer-engine lines (e.g. an RDMA `local protection error`)"
+            )
+        if sessions:
+            lead.append(
+                f"the prefill side cannot reach the decode instance's Mooncake sessions on {', '.join(hosts)}: check that these are the decode nodes' RDMA/RoCE addresses and that the decode instance is alive"
+            )
+        if "prefill instance" in low:
+            lead.append("the decode side could not fetch the KV cache from the prefill instance: check that it is alive and reachable on its RDMA network")
+        ib = run.args.get("disaggregation_ib_device") if run.args else None
+        ib_txt = f"check that --disaggregation-ib-device ({ib}) names the RDMA device(s)" if ib else "pass --disaggregation-ib-device with the RDMA device(s) (e.g. mlx5_0)"
+        summary = (
+            (_sentence("; ".join(lead)) + " " if lead else "")
+            + "The common cause is Mooncake sessions registered on the wrong NIC/IP (a bond, management or IPv6 address): on every node set "
+            + f"MC_TCP_BIND_ADDRESS and SGLANG_HOST_IP to that node's RDMA/RoCE-reachable IPv4 and {ib_txt}."
+        )
+        yield self.finding(
+            run,
+            msg,
+            ev,
+            Fix(summary=summary, args={}, safety=self.fix_safety),
+            severity=severity,
+            failures=len(fails),
+            requests=len(rooms),
+            http_5xx=len(bad_rows),
+            ranks={k: sorted(v) for k, v in sides.items()},
+            sessions=hosts,
+        )

@@ -1,0 +1,189 @@
+"""SGL101 draft-model-exceeds-static-pool: a speculative run whose automatic `--mem-fraction-static` left no room: it crashed sizing the memory pool."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sglog.findings import Fix
+from sglog.rules import facts
+from sglog.rules.base import Option, ceil_to, exception_evidence, floor_to, fmt_frac
+from sglog.rules.memory.budget import GiB, budget_evidence, suggested_above, total_gb
+from sglog.rules.ownership import SIGNATURE, CrashRule
+
+
+def _graph_gb(run, o, spec: bool) -> tuple[float, str | None]:
+    """G measured, or estimated from --cuda-graph-max-bs (then an assumption to state)."""
+    m = run.memory
+    if m.cuda_graph_gb is not None:
+        return (m.cuda_graph_gb or 0.0) + (m.draft_cuda_graph_gb or 0.0), None
+    if facts.graphs_disabled(run):
+        return 0.0, None
+    bs = facts.max_graph_bs(run) or 160
+    per = o["graph_mb_per_bs"] * (2 if spec else 1)
+    est = per * bs / 1024
+    return est, f"CUDA graphs {est:.2f} GB (not captured yet: {o['graph_mb_per_bs']:g} MB per batch size x max bs {bs}{' x target+draft' if spec else ''})"
+
+
+class DraftModelExceedsStaticPool(CrashRule):
+    """A speculative run whose automatic `--mem-fraction-static` left no room: it crashed sizing the memory pool.
+
+    ## What it finds
+    A run with `--speculative-algorithm` (EAGLE, EAGLE3, NEXTN, STANDALONE...)
+    and an automatic (not explicitly set) `mem_fraction_static` that dies while
+    the memory pools are set up: `Not enough memory. Please try to increase
+    --mem-fraction-static` or a CUDA out-of-memory error in `init_memory_pool`,
+    the draft model's load, its KV pool or its CUDA-graph capture.
+
+    ## Why it matters
+    SGLang's automatic fraction is computed as if only the target model existed:
+    it adds a flat reservation (2 GB for EAGLE-family drafts, 6 GB for
+    STANDALONE) but never the draft's weights, its KV pool or its graphs.  When
+    the target weights fill most of the card the static pool ends up smaller
+    than the weights, so the KV pool size is negative.  The error tells you to
+    *increase* the fraction while the generic advice for OOMs is to *decrease*
+    it: only the numbers say which way to turn it.
+
+    ## Evidence
+    The server-args line (algorithm, the automatic fraction), the `Load weight
+    begin/end` lines (`T`, `A_w`) and the exception line.
+
+    ## Suggested fix
+    Set `--mem-fraction-static` explicitly to a value inside the feasible window:
+
+    * lower bound `mfs_min = (T - A_w + kv_min) / T`: the weights plus a minimal
+      KV pool of `min_kv_tokens` tokens (bytes/token from the KV line; if the
+      log has none, `min_kv_gb_if_unknown`).  If SGLang's own message names a
+      minimum (`Raise --mem-fraction-static above X`), the larger is used.
+    * upper bound `mfs_max = 1 - (H + G + W_d + K_d) / T`: leave the activation
+      headroom `H` (`headroom_gb`, at most `headroom_share` x T), the CUDA graphs `G` and the draft's
+      weights `W_d` and KV `K_d` outside the static pool (builds that already
+      budget the draft, 0.5.14+, use `1 - (H + G) / T`).
+    * suggestion: `mfs_max - 0.01` rounded down to 0.01 (the most KV that keeps
+      the headroom), if it is not below `mfs_min`.
+
+    Values not in the log are assumptions and the fix says so: the draft
+    weights when the crash came before the draft loaded
+    (`draft_weights_gb_if_unknown`, `standalone_draft_weights_gb_if_unknown`
+    for STANDALONE drafts), the graph memory before any capture
+    (`graph_mb_per_bs` x `--cuda-graph-max-bs`, doubled for target + draft).
+    When the window is empty the fix says so and shrinks the graphs instead.
+
+    ## Fix safety
+    A higher fraction reserves memory up front: if the draft, its KV pool or its
+    graphs are larger than assumed the server can still fail at draft load or
+    capture, and with less than `H` GB of activation room a long prefill can
+    run out of memory at runtime.  Check `available_gpu_mem` in the ready line
+    of the next run (5-8 GB is the target).
+
+    ## Example
+    EAGLE-3 on 8 x 96 GB: the target uses 72.3 GB of `T` = 94 GB; auto
+    `mem_fraction_static=0.76` reserves 71.4 GB, less than the weights, and the
+    server dies with `Not enough memory`.  sglog suggests
+    `--mem-fraction-static 0.89` (window 0.80-0.90); 0.88 is what worked.
+    """
+
+    code = "SGL101"
+    name = "draft-model-exceeds-static-pool"
+    severity = "error"
+    precedence = 70
+    options = {
+        "headroom_gb": Option(6.0, "H: activation memory to keep outside the static pool (SGLang's guide: 5-8 GB)"),
+        "headroom_share": Option(0.10, "H as a share of T on small cards (whichever is smaller applies)"),
+        "min_kv_tokens": Option(32768, "smallest useful KV pool, in tokens (lower bound)"),
+        "min_kv_gb_if_unknown": Option(2.0, "smallest useful KV pool in GB when the log has no KV line"),
+        "draft_weights_gb_if_unknown": Option(2.0, "W_d assumed when the draft never loaded (SGLang's own EAGLE reservation)"),
+        "standalone_draft_weights_gb_if_unknown": Option(6.0, "W_d assumed for STANDALONE drafts"),
+        "graph_mb_per_bs": Option(4.0, "graph memory per batch size (MB) when no capture happened yet"),
+    }
+
+    def claim(self, run, c) -> int | None:
+        # the draft model is what the auto-chosen static pool did not budget for
+        if not facts.is_spec_auto(run):
+            return None
+        if facts.not_enough_memory(c):
+            return SIGNATURE
+        if facts.oom_crash(c) and (c.phase in facts.DRAFT_PHASES or "init_memory_pool" in facts.frame_functions(c.event)):
+            return SIGNATURE
+        return None
+
+    def _check(self, run, o) -> Iterator:
+        c = self.owned_crash(run)
+        if c is None:
+            return
+        rc = c.event
+        m = run.memory
+        T, t_src = total_gb(run, rc)
+        algo = facts.spec_algo(run) or "speculative"
+        mfs = m.mem_fraction_static
+        evidence = budget_evidence(run) + exception_evidence(rc)
+        assumptions: list[str] = []
+        if not T or m.avail_after_weights_gb is None:
+            msg = f"{algo} run with automatic --mem-fraction-static{'' if mfs is None else f' {mfs:.2f}'} crashed setting up the memory pool ({(rc.get('exc_type') or 'error')})"
+            fix = Fix(
+                summary="Set --mem-fraction-static explicitly: the automatic value does not budget the draft model. "
+                "The log lacks the `Load weight begin/end` lines needed to compute a value; start from the automatic value + 0.05 and watch `available_gpu_mem`.",
+                args={"--mem-fraction-static": fmt_frac(min(0.95, (mfs or 0.8) + 0.05))} if mfs else {},
+                safety=self.safety({"H": o["headroom_gb"]}),
+            )
+            yield self.finding(run, msg, evidence, fix)
+            return
+        used = T - m.avail_after_weights_gb
+        bpt = m.bytes_per_kv_token
+        if bpt:
+            kv_min = o["min_kv_tokens"] * bpt / GiB
+            kv_src = f"{o['min_kv_tokens']} tokens x {bpt / 1024:.1f} KB"
+        else:
+            kv_min = o["min_kv_gb_if_unknown"]
+            kv_src = None
+            assumptions.append(f"minimum KV pool {kv_min:.1f} GB (no KV Cache line: bytes/token unknown)")
+        if m.draft_weights_gb is not None:
+            w_d = m.draft_weights_gb
+        else:
+            w_d = o["standalone_draft_weights_gb_if_unknown"] if algo == "STANDALONE" else o["draft_weights_gb_if_unknown"]
+            assumptions.append(f"draft weights {w_d:.1f} GB (the crash came before the draft model loaded)")
+        k_d = m.draft_kv_gb or 0.0
+        g, g_assumed = _graph_gb(run, o, spec=True)
+        if g_assumed:
+            assumptions.append(g_assumed)
+        h = min(o["headroom_gb"], o["headroom_share"] * T)
+        draft_counted = "draft weights are now counted" in c.text
+        mfs_min = (used + kv_min + ((w_d + k_d) if draft_counted else 0.0)) / T
+        above = suggested_above(c.text)
+        if above is not None:
+            mfs_min = max(mfs_min, above)
+        outside = h + g + (0.0 if draft_counted else w_d + k_d)
+        mfs_max = 1 - outside / T
+        lo, hi = ceil_to(mfs_min), floor_to(mfs_max)
+        suggestion = floor_to(mfs_max - 0.01)
+        static = (mfs or 0) * T
+        if mfs is not None and static < used:
+            why = f"reserves {static:.1f} of {T:.1f} GB, less than the {used:.1f} GB the target weights already use"
+        elif mfs is not None:
+            why = f"reserves {static:.1f} of {T:.1f} GB, leaving {static - used:.1f} GB beyond the target weights ({used:.1f} GB) for KV cache and the draft"
+        else:
+            why = f"does not leave room beyond the {used:.1f} GB of target weights"
+        mfs_txt = f" {mfs:.2f}" if mfs is not None else ""
+        msg = f"{algo} run crashed setting up the memory pool: the automatic --mem-fraction-static{mfs_txt} {why}; the draft model is not budgeted."
+        basis = (
+            f"lower bound {lo:.2f} = (weights {used:.1f} GB + minimum KV {kv_min:.1f} GB{' ' + kv_src if kv_src else ''}) / T {T:.1f} GB; "
+            f"upper bound {hi:.2f} = 1 - (headroom {h:.1f} + CUDA graphs {g:.1f}" + ("" if draft_counted else f" + draft {w_d + k_d:.1f}") + f" GB) / T {T:.1f} GB"
+        )
+        assume = (" Assumed: " + "; ".join(assumptions) + ".") if assumptions else ""
+        if suggestion >= ceil_to(mfs_min) - 1e-9:
+            fix = Fix(
+                summary=f"Set --mem-fraction-static {suggestion:.2f} explicitly (feasible window {lo:.2f}-{hi:.2f}: {basis}).{assume}",
+                args={"--mem-fraction-static": f"{suggestion:.2f}"},
+                safety=self.safety({"H": round(h, 1)}),
+            )
+        else:
+            bs = facts.max_graph_bs(run)
+            smaller = facts.round_up_capture((bs or 32) / 4) if bs else 8
+            args = {"--mem-fraction-static": f"{lo:.2f}", "--cuda-graph-max-bs": str(smaller)}
+            fix = Fix(
+                summary=f"No fraction fits: the lower bound {lo:.2f} is above the upper bound {hi:.2f} ({basis}). "
+                f"Shrink what lives outside the static pool: --cuda-graph-max-bs {smaller}, a smaller draft tree "
+                f"(--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4), --chunked-prefill-size 4096; or use more GPUs.{assume}",
+                args=args,
+                safety="With fewer graph sizes, batches above the largest one run without CUDA graphs (slower); at the lower bound the KV pool is minimal and long prompts queue.",
+            )
+        yield self.finding(run, msg, evidence, fix, total_gb=T, total_source=t_src, mfs=mfs, mfs_min=round(mfs_min, 4), mfs_max=round(mfs_max, 4), suggested=suggestion, assumptions=assumptions)

@@ -1,0 +1,78 @@
+"""SGL402 missing-dependency: an optional package the chosen backend needs is not installed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from sglog.findings import Fix
+from sglog.rules.base import exception_evidence, exception_line, pick_remedy
+from sglog.rules.ownership import SIGNATURE, CrashRule
+
+_DEPENDENCY_REMEDIES = (
+    ("deepep", {"--moe-a2a-backend": None}, "Install DeepEP (github.com/deepseek-ai/deepep) or drop --moe-a2a-backend deepep (the default all-to-all needs no extra package)."),
+    ("mooncake", {}, "Install the Mooncake transfer engine (pip install mooncake-transfer-engine) or choose another --disaggregation-transfer-backend."),
+    (
+        "flashinfer",
+        {"--attention-backend": "triton", "--sampling-backend": "pytorch"},
+        "Install flashinfer matching the torch/CUDA version, or avoid it: --attention-backend triton --sampling-backend pytorch.",
+    ),
+    ("sgl_kernel", {}, "Install sgl-kernel matching the SGLang version (pip install sgl-kernel==<version>)."),
+    ("vllm", {}, "This quantization or model path imports vLLM: install the vLLM version SGLang pins, or use a format SGLang supports natively."),
+)
+
+
+_MODULE = re.compile(r"No module named '([^']+)'|([A-Za-z][\w.\-]*) is not installed|cannot import name '([^']+)' from '([^']+)'")
+
+
+class MissingDependency(CrashRule):
+    """An optional package the chosen backend needs is not installed.
+
+    ## What it finds
+    A crash whose root cause is an `ImportError` / `ModuleNotFoundError`
+    (`DeepEP is not installed`, `No module named 'mooncake'`...).
+
+    ## Why it matters
+    Backends such as DeepEP (expert-parallel all-to-all), Mooncake
+    (disaggregation) or FlashInfer are separate packages; choosing them on the
+    command line without installing them kills startup, usually on every rank.
+
+    ## Evidence
+    The exception line naming the module.
+
+    ## Suggested fix
+    Install the package, or drop the flag that selected the backend: DeepEP ->
+    remove `--moe-a2a-backend`; FlashInfer -> `--attention-backend triton
+    --sampling-backend pytorch`; others: the install command.
+
+    ## Fix safety
+    Without DeepEP, expert parallelism falls back to the default all-to-all
+    (slower at large EP); the Triton backend can be slower than FlashInfer.
+
+    ## Example
+    `ImportError: DeepEP is not installed. Please install DeepEP package from
+    https://github.com/deepseek-ai/deepep.` with `--moe-a2a-backend deepep`.
+    """
+
+    code = "SGL402"
+    name = "missing-dependency"
+    severity = "error"
+    precedence = 60
+
+    def claim(self, run, c) -> int | None:
+        return SIGNATURE if "missing_module" in (c.event.get("signatures") or ()) else None
+
+    def _check(self, run, o) -> Iterator:
+        c = self.owned_crash(run)
+        if c is None:
+            return
+        rc = c.event
+        text = "\n".join(f"{x.get('message') or ''}" for x in rc.get("exceptions") or []) or (rc.get("exc_message") or "")
+        m = _MODULE.search(text)
+        module = next((g for g in m.groups() if g), None) if m else None
+        args, what = pick_remedy(c.text, _DEPENDENCY_REMEDIES, ({}, f"Install the missing package{f' ({module})' if module else ''} in the server's environment."))
+        if "--moe-a2a-backend" in args and run.args and run.args.get("moe_a2a_backend") in (None, "none"):
+            args = {}
+        exc = exception_line(rc)
+        msg = f"Startup failed on a missing package{f' ({module})' if module else ''}: {exc[:180]}"
+        yield self.finding(run, msg, exception_evidence(rc), Fix(summary=what, args=args, safety=self.fix_safety))
