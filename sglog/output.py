@@ -36,17 +36,9 @@ def check_not_an_input(target: Path) -> None:
     and inode, whatever the name)."""
     from sglog.read import inputs
 
-    try:
-        st = os.stat(target)
-    except OSError:
-        return
-    for src in list(inputs._sources.values()):
-        try:
-            fst = os.fstat(src._fd.fd)
-        except (OSError, AttributeError):
-            continue
-        if (fst.st_dev, fst.st_ino) == (st.st_dev, st.st_ino):
-            raise OutputError(f"{quote(str(target))}: refusing to write over an input of this command ({quote(src.name)})")
+    src = inputs.input_at(target)  # (by the identity each input was opened with: none is opened again)
+    if src is not None:
+        raise OutputError(f"{quote(str(target))}: refusing to write over an input of this command ({quote(src.name)})")
 
 
 def write_with(target: Path, write: Callable[[Path], None]) -> Path:

@@ -69,8 +69,8 @@ def test_binary_file(tmp_path):
 
 
 def test_unreadable_file(tmp_path, monkeypatch):
-    from sglog.read import inputs
     from sglog.errors import InputError
+    from sglog.read import inputs
 
     p = tmp_path / "secret.log"
     p.write_text(READY + "\n")
@@ -102,6 +102,7 @@ def test_invalid_utf8_in_the_middle_of_a_line(tmp_path):
     assert "\ufffd" in texts[1]
 
 
+@pytest.mark.slow
 def test_fifty_megabyte_single_line(tmp_path):
     p = tmp_path / "huge.log"
     p.write_bytes(b"[2026-02-23 10:15:00] " + b"x" * (50 << 20) + b"\n" + READY.encode() + b"\n")
@@ -122,10 +123,7 @@ def test_crlf_line_ends(tmp_path):
 
 def test_ansi_coloured_output(tmp_path):
     p = tmp_path / "tty.log"
-    p.write_text(
-        '[2026-02-23 10:16:40] \x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - "\x1b[1mGET /health HTTP/1.1\x1b[0m" \x1b[32m200 OK\x1b[0m\n'
-        + "\x1b[33m" + DECODE + "\x1b[0m\n"
-    )
+    p.write_text('[2026-02-23 10:16:40] \x1b[32mINFO\x1b[0m:     127.0.0.1:57114 - "\x1b[1mGET /health HTTP/1.1\x1b[0m" \x1b[32m200 OK\x1b[0m\n' + "\x1b[33m" + DECODE + "\x1b[0m\n")
     s = stats(p)
     assert s["unparsed"] == 0
     assert s["kinds"] == {"decode_batch": 1, "http_access": 1}
@@ -141,6 +139,7 @@ def test_cut_mid_line_and_mid_traceback(tmp_path):
     assert "Traceback" not in d.stderr.decode()
 
 
+@pytest.mark.slow
 def test_truncated_and_corrupt_gzip(tmp_path):
     good = gzip.compress(("\n".join([READY, DECODE]) + "\n").encode() * 2000)
     trunc = tmp_path / "t.log.gz"
@@ -219,7 +218,7 @@ def test_not_an_sglang_log(tmp_path):
         + "\n"
     )
     app = tmp_path / "app.log"
-    app.write_text("2026-02-23T10:00:00Z level=info msg=\"listening\" addr=:8080\n" * 30)
+    app.write_text('2026-02-23T10:00:00Z level=info msg="listening" addr=:8080\n' * 30)
     for p, needle in ((vllm, "looks like vLLM's log, not SGLang's"), (app, "none of its 30 non-blank lines is recognised")):
         r = run("diagnose", str(p))
         assert_clean_error(r, 2, needle)
@@ -238,11 +237,7 @@ def test_interleaved_64_ranks(tmp_path):
 
 def test_two_versions_in_one_file(tmp_path):
     p = tmp_path / "mixed.log"
-    p.write_text(
-        "[10:16:52 TP0] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, gen throughput (token/s): 412.37, #queue-req: 0\n"
-        + DECODE
-        + "\n"
-    )
+    p.write_text("[10:16:52 TP0] Decode batch. #running-req: 8, #token: 1840, token usage: 0.01, gen throughput (token/s): 412.37, #queue-req: 0\n" + DECODE + "\n")
     s = stats(p)
     assert s["unparsed"] == 0 and s["kinds"]["decode_batch"] == 2
     assert run("diagnose", str(p)).returncode in (0, 1)
@@ -266,6 +261,7 @@ def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
         "    secret = 'sk-live-123'\n"
         "    raise ValueError('kaboom')\n"
         "P.parse_file = boom\n"
+        "P.parse_source = boom\n"
         "import sglog.runs; sglog.runs.parse_file = boom\n"
         "import sglog.commands.events\n"
         "from sglog.cli import main\n"
@@ -293,6 +289,7 @@ def _all_fixture_logs() -> list[Path]:
     return sorted(p for p in (FIXTURES / "logs").rglob("*") if p.is_file() and p.suffix in (".log", ".gz", ".zst"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _all_fixture_logs(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_diagnose_every_fixture_never_internal_error(path):
     r = run("diagnose", "--format", "json", str(path))
@@ -300,6 +297,7 @@ def test_diagnose_every_fixture_never_internal_error(path):
     assert "Traceback" not in r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_stdin_copy_is_removed_and_output_complete(tmp_path):
     """The console script exits without interpreter teardown (sglog.cli.run): its output is still
     complete, its exit code right, and the temporary copy of stdin gone."""
@@ -371,6 +369,7 @@ def test_each_input_is_opened_once(tmp_path):
     assert all(e["text"] for f in json.loads(r.stdout)["findings"] for e in f["evidence"] if e["line"])
 
 
+@pytest.mark.slow
 def test_truncated_zstd_is_an_error(tmp_path):
     import zstandard
 
@@ -411,8 +410,8 @@ def test_stdin_is_streamed_not_spooled(tmp_path):
 def test_a_stream_keeps_a_bounded_copy(monkeypatch):
     """What a stream's reading keeps for later stages is bounded; past the bound the earlier lines
     are still served and a second reading is refused in one line."""
-    from sglog.read import inputs
     from sglog.errors import InputError
+    from sglog.read import inputs
 
     r, w = os.pipe()
     data = b"".join(f"line {i} {os.urandom(8).hex()}\n".encode() for i in range(20000))
@@ -470,6 +469,7 @@ def _odd_number_logs(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["diagnose", "events", "runs", "timeline", "report"])
 def test_odd_numbers_never_crash(tmp_path, command):
     for name, path in _odd_number_logs(tmp_path).items():
@@ -480,6 +480,7 @@ def test_odd_numbers_never_crash(tmp_path, command):
         assert "Traceback" not in err and "internal error" not in err, (name, err[-600:])
 
 
+@pytest.mark.slow
 def test_out_of_range_values_are_null_and_the_line_is_kept(tmp_path):
     logs = _odd_number_logs(tmp_path)
     want = _line_count(logs["e308"])
@@ -516,7 +517,7 @@ def test_diff_json_is_strict_json(tmp_path):
     b.write_text(re.sub(r"gen throughput \(token/s\): [0-9.]+", "gen throughput (token/s): 1.7e308", base))
     r = run("diff", "--format", "json", str(a), str(b))
     assert r.returncode in (0, 1), r.stderr.decode()
-    doc = _strict_json(r.stdout.decode())
+    _strict_json(r.stdout.decode())
     assert "1.7e+308" in r.stdout.decode()  # (the input did reach the document)
     for fmt in ("json",):
         for cmd in (["diagnose"], ["runs"], ["events", "--stats"]):
@@ -638,6 +639,7 @@ def test_events_never_writes_onto_its_input(tmp_path):
     assert log.read_bytes() == STORY.read_bytes()
 
 
+@pytest.mark.slow
 def test_unwritable_outputs_are_usage_errors(tmp_path):
     assert_clean_error(run("events", "-f", "jsonl", "-o", "/proc/no/such/x.jsonl", str(STORY)), 2, "cannot")
     assert_clean_error(run("events", "-f", "parquet", "-o", "/sys/x.parquet", str(STORY)), 2, "cannot write")
@@ -711,6 +713,7 @@ def test_a_future_version_is_read_and_the_summary_says_so(tmp_path):
 # ------------------------------------------------------------ memory: refused early or streamed
 
 
+@pytest.mark.slow
 def test_a_gzip_of_newlines_is_refused_early(tmp_path):
     bomb = tmp_path / "bomb.log.gz"
     bomb.write_bytes(gzip.compress(b"\n" * (256 << 20), 9))  # (256 MiB of newlines in ~250 KB)
@@ -718,12 +721,14 @@ def test_a_gzip_of_newlines_is_refused_early(tmp_path):
     assert_clean_error(r, 2, "not a log sglog reads")
 
 
+@pytest.mark.slow
 def test_millions_of_one_character_lines_are_refused_early(tmp_path):
     p = tmp_path / "tiny.log"
     p.write_bytes(b"x\n" * 3_000_000)
     assert_clean_error(run("events", "--stats", str(p)), 2, "not a log sglog reads")
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_without_newlines_is_refused(tmp_path):
     p = tmp_path / "a.log.gz"
     p.write_bytes(gzip.compress(b"[2026-01-01 00:00:00] " + b"a" * (400 << 20), 9))
@@ -754,9 +759,11 @@ def test_events_export_is_batched_and_the_same(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sglog-")]
 
 
+@pytest.mark.slow
 def test_events_parquet_export_memory_is_bounded(tmp_path):
     """200k generated lines (~37 MB): the export held every row as a dict at once (8.5 GB for 1M
-    lines); batched, 1M lines peak at 1.5 GB and these 200k at ~1.1 GB (mostly the parse's own)."""
+    lines); batched, these 200k peaked at ~1.1 GB, and ~400 MB once the rows' text is read from the
+    file as they are written (1 GB: 1.37 GB; tests/test_memory.py bounds what the export adds)."""
     import resource
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -766,8 +773,11 @@ def test_events_parquet_export_memory_is_bounded(tmp_path):
         sys.path.pop(0)
     log = generate.write_log(tmp_path / "g.log", 200_000)
     code = f"import resource, sys\nfrom sglog.cli import main\ntry:\n    main(['events', '-f', 'parquet', '-o', {str(tmp_path / 'g.parquet')!r}, {str(log)!r}])\nexcept SystemExit as e:\n    assert not e.code, e.code\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, _RJEM_MALLOC_CONF="dirty_decay_ms:0,muzzy_decay_ms:0")  # (live memory, not polars' allocator's cache)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     peak_mb = int(r.stdout.split()[-1]) / 1024
-    assert peak_mb < 1400, peak_mb
+    # (440-500 MB run alone; 934 MB once in a run of the whole file: the parse's threads and the
+    # allocator vary; the bound is what catches the 1.1 GB of the unbatched export)
+    assert peak_mb < 1000, peak_mb
     del resource

@@ -6,6 +6,7 @@ benchmarks/ (benchmarks/NOTES.md)."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import random
 import subprocess
@@ -202,3 +203,85 @@ def test_the_windows_hold_a_fraction_of_the_batch_frame(tmp_path):
     windows, decode, batch = map(float, r.stdout.split())
     assert windows < 1.5, windows
     assert decode < 0.4 and batch < 0.4, (decode, batch)
+
+
+# ------------------------------------------------------------------ the events exports
+
+
+def export_inputs(tmp_path: Path) -> list[Path]:
+    """Inputs whose lines the reader splits every way: CRLF ends, invalid UTF-8, a container
+    runtime's prefix on some lines (an outer envelope), no newline at the end, gzip, zstd."""
+    import zstandard
+
+    story = (FIXTURES / "story" / "eagle3-oom-auto.log").read_bytes()
+    lines = story.split(b"\n")
+    mixed = [(b"2026-02-23T10:15:00.123456789Z stdout F " if i % 11 == 5 else b"") + line + (b"\xff\xfe bad" if i % 7 == 3 else b"") for i, line in enumerate(lines)]
+    files = {
+        "crlf.log": story.replace(b"\n", b"\r\n"),
+        "mixed.log": b"\n".join(mixed),
+        "docker.log": b"\n".join(b"2026-02-23T10:15:00.123456789Z stdout F " + line for line in lines),
+        "no-newline.log": story.rstrip(b"\n"),
+        "story.log.gz": gzip.compress(story),
+        "story.log.zst": zstandard.ZstdCompressor().compress(story),
+    }
+    out = []
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        out.append(tmp_path / name)
+    out.append(generate.write_log(tmp_path / "g.log", 20_000, seed=2))
+    return out
+
+
+def test_an_exported_row_has_the_text_the_parse_would_have_kept(tmp_path):
+    """A file is read for an export without its batch and access rows' text (it held 2 GB at
+    1 GB); each row gets its lines of the file as it is written: the same text."""
+    from sglog.commands.events import with_text
+
+    for path in export_inputs(tmp_path):
+        kept = list(parse_file(str(path), keep_text=True).iter_dicts())
+        light = parse_file(str(path))
+        assert not light.batches.height or "text" not in light.batches.columns
+        got = list(with_text(light.iter_dicts(), light.source))
+        assert len(got) == len(kept) > 100, path.name
+        assert got == kept, path.name
+
+
+def test_exports_of_nested_values_are_json_text_in_every_format(tmp_path, capsys, monkeypatch):
+    """A line's outer envelopes (``wrappers``, a tuple) made a list column that CSV cannot hold:
+    exit 70 on any log with a container prefix; corpus 224's ["gpu"] beside strings made the
+    parquet export fail too."""
+    from conftest import run_sglog
+
+    docker = export_inputs(tmp_path)[2]
+    for fmt in ("csv", "parquet"):
+        code, _, err = run_sglog(capsys, monkeypatch, "events", "-f", fmt, "-o", str(tmp_path / f"d.{fmt}"), str(docker))
+        assert code == 0, err
+    csv = pl.read_csv(tmp_path / "d.csv", infer_schema_length=None)
+    parquet = pl.read_parquet(tmp_path / "d.parquet")
+    assert parquet.schema["wrappers"] == pl.String and csv.get_column("wrappers").drop_nulls().len() > 100
+    assert [json.loads(v) for v in parquet.get_column("wrappers").drop_nulls()] == [json.loads(v) for v in csv.get_column("wrappers").drop_nulls()]
+    assert all(isinstance(w, list) and w for w in map(json.loads, parquet.get_column("wrappers").drop_nulls()))
+    log = FIXTURES / "real" / "224-v0213-mixtral-tp8-l4-gpu-prefix-startup-dies-after-warmup.log"
+    code, _, err = run_sglog(capsys, monkeypatch, "events", "-f", "parquet", "-o", str(tmp_path / "224.parquet"), str(log))
+    assert code == 0, err
+    assert pl.read_parquet(tmp_path / "224.parquet").height == sum(1 for _ in parse_file(str(log)).iter_dicts())
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's /proc")
+def test_an_export_holds_little_more_than_the_parse(tmp_path):
+    """200k generated lines (37 MB): ``events -f parquet`` peaked 824 MB above ``events --stats``
+    (the rows' text kept by the parse, a copy of the batch frame by kind, polars' frame of 100k
+    row dicts); now ~150 MB (a 50k-row batch, built column by column)."""
+    log = generate.write_log(tmp_path / "g.log", 200_000, seed=3)
+    code = "import resource, sys\nfrom sglog.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    env = dict(os.environ, _RJEM_MALLOC_CONF="dirty_decay_ms:0,muzzy_decay_ms:0")  # (live memory, not polars' allocator's cache)
+
+    def peak(*args: str) -> float:
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout.split()[-1]) / 1024
+
+    base = peak("events", "--stats", str(log))
+    for fmt in ("parquet", "csv", "jsonl"):
+        more = peak("events", "-f", fmt, "-o", str(tmp_path / f"g.{fmt}"), str(log)) - base
+        assert more < 350, (fmt, more)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from sglog import jsonout
 from sglog.cli import app
 from sglog.commands._common import TableFormat, output_width, stdout_console, write_frames, write_lines, write_text
 from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window, rank_label
-from sglog import jsonout
 
 
 @app.command(
@@ -23,14 +23,14 @@ sglog events server.log --since '2026-02-27 10:05' --until 10:10 --rank TP3
 """,
 )
 def events(
-    logs: Annotated[Optional[list[str]], typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped).", show_default=False)] = None,
-    kind: Annotated[Optional[list[str]], typer.Option("--kind", "-k", metavar="KIND", help="Only events of this kind (repeatable).")] = None,
+    logs: Annotated[list[str] | None, typer.Argument(metavar="LOG...", help="Log files (.log, .gz, .zst), directories of them, or - for stdin (the default when piped).", show_default=False)] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", "-k", metavar="KIND", help="Only events of this kind (repeatable).")] = None,
     fmt: Annotated[TableFormat, typer.Option("--format", "-f", metavar="FORMAT", help="table, jsonl, csv, parquet (-o FILE) or json.")] = TableFormat.table,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write to this file instead of stdout.")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Per-file line accounting and coverage instead of events.")] = False,
-    since: Annotated[Optional[str], typer.Option("--since", metavar="TIME", help=SINCE_HELP)] = None,
-    until: Annotated[Optional[str], typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
-    rank: Annotated[Optional[list[str]], typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="TIME", help=SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option("--until", metavar="TIME", help=UNTIL_HELP)] = None,
+    rank: Annotated[list[str] | None, typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
 ) -> None:
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
@@ -43,9 +43,16 @@ def events(
     logs = log_paths(logs)
     read_ahead(logs)
 
-    from sglog.read.parse import parse_file
+    from sglog.read.inputs import open_source
+    from sglog.read.parse import parse_source
 
-    parsed = [parse_file(p, keep_text=not stats) for p in logs]
+    # (a file's batch and access rows are read without their text, which is read again from the
+    # file as the rows are written: the texts of a 1 GB log's rows held 2 GB, #28; a pipe has one
+    # reading, whose copy may be cut short: its rows keep their text)
+    parsed = []
+    for name in logs:  # (each input opened as it is read: see inputs.MAX_OPEN_FILES)
+        src = open_source(name)
+        parsed.append(parse_source(src, keep_text=not stats and src.stream is not None))
     if stats:
         doc = {"files": [p.stats() for p in parsed]}
         if fmt in (TableFormat.json, TableFormat.jsonl):
@@ -60,12 +67,11 @@ def events(
     def selected():  # (streamed: the export holds one batch of rows at a time, #28)
         for p in parsed:
             rows = p.iter_dicts() if window is None else window.rows(p.iter_dicts())  # (every kind: an untimed line takes the time before it)
-            for d in rows:
-                if not wanted or d["kind"] in wanted:
-                    yield d
+            rows = (d for d in rows if not wanted or d["kind"] in wanted)
+            yield from rows if p.source.stream is not None else with_text(rows, p.source)
 
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
-        write_lines((jsonout.dumps(_exported(r), default=str, ensure_ascii=False) + "\n" for r in selected()), output)
+        write_lines((jsonout.dumps(_export(r), default=str, ensure_ascii=False) + "\n" for r in selected()), output)
         return
     if fmt == TableFormat.table:
         from sglog.render.tables import events_table
@@ -76,8 +82,20 @@ def events(
 
     import polars as pl
 
-    def frame_of(rows) -> pl.DataFrame:
-        frame = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in _exported(r).items()} for r in rows], infer_schema_length=None)
+    def frame_of(rows: list[dict]) -> pl.DataFrame:
+        # (column by column, in the order the keys come: polars' frame of the row dicts held
+        # ~6 KB a row more on the way, 300 MB for a batch; the same columns, types and values)
+        n = len(rows)
+        columns: dict[str, list] = {}
+        for i, r in enumerate(rows):
+            for k, v in _export(r).items():
+                c = columns.get(k)
+                if c is None:
+                    c = columns[k] = [None] * n
+                c[i] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v  # (nested values as JSON text, in every format: CSV has none)
+        rows.clear()
+        frame = pl.DataFrame([pl.Series(k, c, strict=False) for k, c in columns.items()])
+        columns.clear()
         if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
             # (a datetime, as in the Python API, when every event's time has its date)
             ts = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
@@ -89,12 +107,41 @@ def events(
     write_frames((frame_of(batch) for batch in iter(lambda: list(itertools.islice(rows, EXPORT_BATCH)), [])), fmt, output)
 
 
-EXPORT_BATCH = 100_000  # rows per frame of an export (a frame of 100k rows: ~100 MB of Python dicts on the way)
+EXPORT_BATCH = 50_000  # rows per frame of an export (a frame of 50k rows: ~100 MB of Python dicts on the way)
 
 
-def _exported(row: dict) -> dict:
-    """An event as every export format writes it: the rank as its label (``TP0``, ``TP1 DP0``)."""
-    return row | {"rank": rank_label(row.get("rank"))} if "rank" in row else row
+def with_text(rows, src):
+    """Event rows of one input, in line order, with the text of the rows read without it (the
+    batch and access rows, ``fastpath.HOT_KINDS``): their lines of the input, read along with
+    them, one block at a time."""
+    from sglog.read.fastpath import HOT_KINDS
+    from sglog.read.inputs import iter_lines
+
+    lines = iter_lines(src)
+    at = 0  # lines read
+    held: dict[int, str] = {}  # the lines of the row before (rows do not share lines; this is in case)
+    for d in rows:
+        if d["kind"] in HOT_KINDS and not d.get("text"):
+            first, last = d["line"], d.get("end_line") or d["line"]
+            if first > at:
+                held = {}
+            while at < last:
+                text = next(lines, None)
+                if text is None:  # (the file was cut since it was read)
+                    break
+                at += 1
+                if at >= first:
+                    held[at] = text
+            d["text"] = "\n".join(held.get(n, "") for n in range(first, last + 1))
+        yield d
+
+
+def _export(row: dict) -> dict:
+    """An event as every export format writes it: the rank as its label (``TP0``, ``TP1 DP0``);
+    in place (the rows are the export's own), and returned."""
+    if "rank" in row:
+        row["rank"] = rank_label(row["rank"])
+    return row
 
 
 def _check_kinds(kinds: list[str]) -> None:
@@ -109,4 +156,3 @@ def _check_kinds(kinds: list[str]) -> None:
         near = [m for k in unknown for m in difflib.get_close_matches(k, KIND_CLASSES, n=3)]
         hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
         raise UsageError(f"--kind {', '.join(unknown)}: not an event kind{hint}; the kinds are: {', '.join(sorted(KIND_CLASSES))}")
-

@@ -106,7 +106,7 @@ class _Stream:
     """
 
     def __init__(self, fd: _Fd, name: str) -> None:
-        self.fd = fd
+        self.fd: _Fd | None = fd
         self.name = name
         self.head = b""  # read by peek, not yet handed out
         self.read_bytes = 0
@@ -179,6 +179,7 @@ class _Stream:
         if self.done:
             return
         self.done = True
+        self.fd = None  # (read to its end: the kept copy serves the later stages; the descriptor closes)
         if self._pack is not None and self.whole:
             tail = self._pack.flush()
             self.kept.append(tail)
@@ -270,17 +271,46 @@ class Source:
     """One input, opened once (``open_source``): a regular file read at offsets of its own by
     every stage, or a stream (pipe, FIFO, stdin) read once as it comes (see ``_Stream``)."""
 
-    __slots__ = ("name", "path", "compression", "_fd", "_base", "_size", "stream", "_stat")
+    __slots__ = ("name", "path", "compression", "_holder", "_base", "_size", "stream", "_stat")
 
     def __init__(self, name: str, path: Path, fd: _Fd, compression: str = "none", *, stream: bool = False, base: int = 0, size: int = 0) -> None:
         self.name = name  # as the user wrote it ('-' for stdin)
         self.path = path
         self.compression = compression  # none | gzip | zstd
-        self._fd = fd
         self._base = base
         self._size = size
         self.stream = _Stream(fd, name) if stream else None
+        self._holder: _Fd | None = None if stream else fd  # (a stream's is its own: let go when its reading ends)
         self._stat: tuple | None = None
+
+    def identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the file read (a regular file's as opened; a stream's while it is
+        open), without opening it again."""
+        if self.stream is None:
+            return self._stat[:2] if self._stat is not None else None
+        fd = self.stream.fd
+        if fd is None:
+            return None
+        try:
+            st = os.fstat(fd.fd)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    @property
+    def _fd(self) -> _Fd:
+        """The open descriptor: a stream's while its one reading lasts; a regular file's, opened
+        again (the same file, or an InputError) if it was closed as one of the least recently
+        used (``MAX_OPEN_FILES``)."""
+        if self.stream is not None:
+            if self.stream.fd is None:
+                raise OSError(f"{self.name}: read to its end and closed")
+            return self.stream.fd
+        holder = self._holder
+        if holder is None:
+            holder = self._holder = _reopen(self)
+        _used(self)
+        return holder
 
     @property
     def size(self) -> int:
@@ -336,9 +366,50 @@ def remove_spooled() -> None:
     stdin is streamed.)"""
     _sources.clear()
     _prefetches.clear()
+    _open_files.clear()
 
 
 close_sources = remove_spooled
+
+
+MAX_OPEN_FILES = 32  # regular files whose descriptors stay open at once: the least recently used one is closed (opened again if a later stage reads it): one descriptor per open input, none kept for inputs done with (300 inputs under a limit of 64 descriptors: exit 2, #28)
+_open_files: dict[int, Source] = {}  # id -> a regular file's Source holding its descriptor, least recently used first
+
+
+def _used(src: Source) -> None:
+    """``src`` (holding its descriptor) is the most recently used; close the least recently used
+    ones beyond MAX_OPEN_FILES (a descriptor a reader still reads closes when that reader ends)."""
+    if src.name == "-":  # (stdin from a file cannot be opened again)
+        return
+    _open_files.pop(id(src), None)
+    _open_files[id(src)] = src
+    while len(_open_files) > MAX_OPEN_FILES:
+        old = _open_files.pop(next(iter(_open_files)))
+        old._holder = None
+
+
+def _reopen(src: Source) -> _Fd:
+    """A regular file's descriptor again, after it was closed; the file must be the one read."""
+    shown = quote(src.name)
+    try:
+        fd = os.open(src.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise InputError(f"{shown}: cannot read again ({e.strerror or e})") from None
+    holder = _Fd(fd)
+    st = os.fstat(fd)
+    if src._stat is not None and (st.st_dev, st.st_ino) != src._stat[:2]:
+        raise InputError(f"{shown}: replaced by another file since it was read")
+    return holder
+
+
+def input_at(path: str | Path) -> Source | None:
+    """The input this process opened that is the file at ``path`` (by device and inode, whatever
+    the name), if any."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return next((src for src in list(_sources.values()) if src.identity() == (st.st_dev, st.st_ino)), None)
 
 
 def opened(name: str) -> Source | None:
@@ -400,6 +471,7 @@ def _open(name: str) -> Source:
             base = os.lseek(fd, 0, os.SEEK_CUR) if name == "-" else 0  # (stdin from a file: where it stands)
             src = Source(name, path, holder, base=base, size=max(st.st_size - base, 0))
             src._stat = _identity(st)
+            _used(src)
         else:
             src = Source(name, path, holder, stream=True)
         magic = src.peek(4)
@@ -746,6 +818,20 @@ def planned_chunks(src: Source, chunk_bytes: int, workers: int) -> Iterator[tupl
     """The raw chunks of ``src`` as the parse reads them (``read_plan``): continuing a ``prefetch``
     of the same input and plan when there is one, else read afresh."""
     return prefetched(src, chunk_bytes, workers) or iter_raw_chunks(src, *read_plan(src, chunk_bytes, workers))
+
+
+LINE_CHUNK_BYTES = 4 << 20  # ``iter_lines``' blocks: a block's lines are held as strings at once
+
+
+def iter_lines(src: Source, chunk_bytes: int = LINE_CHUNK_BYTES) -> Iterator[str]:
+    """The input's physical lines, in order, as the reader numbers them: split on ``\\n`` only,
+    everything else kept (``\\r``), invalid UTF-8 as U+FFFD; a block of them at a time."""
+    for head, block, end in iter_raw_chunks(src, chunk_bytes):
+        text = (head + block[:end] if head or end < len(block) else block).decode("utf-8", errors="replace")
+        del block, head
+        if text.endswith("\n"):
+            text = text[:-1]
+        yield from text.split("\n")
 
 
 def read_lines(src: Source, numbers: set[int], chunk_bytes: int = CHUNK_BYTES) -> dict[int, str]:

@@ -109,7 +109,8 @@ class ParsedLog:
         for frame in (self.batches, self.access):
             if not frame.height:
                 continue
-            parts = frame.partition_by("kind", maintain_order=True) if "kind" in frame.columns else [frame]
+            blocks = fastpath.kind_blocks(frame)  # (a kind-major frame's kinds are slices of it: a partition copied every row, #28)
+            parts = list(blocks.values()) if blocks is not None else frame.partition_by("kind", maintain_order=True) if "kind" in frame.columns else [frame]
             for part in parts:
                 part = part if part["line"].is_sorted() else part.sort("line")
                 streams.append(self._sliced(part))
