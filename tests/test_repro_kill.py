@@ -1,5 +1,6 @@
-"""repro leaves no process behind: every signal sglog can catch, SIGKILL (the watchdog), a server
-that leaves its group (setsid) holding stdout, and duration options that could never end (#28).
+"""repro leaves no process behind: every signal sglog can catch, SIGKILL (the watchdog), a server's
+child that leaves its group and session (setsid: holding stdout, as a double-forked daemon, with its
+output closed), and duration options that could never end (#28).
 
 Uses the stand-in server of tests/standin/ (``SGLOG_STANDIN_MODE=hang``: it never becomes ready)."""
 
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from test_repro import alive, free_port  # (one definition: a zombie not yet reaped counts as gone)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,12 +24,32 @@ STANDIN = ROOT / "tests" / "standin"
 OOM = STANDIN / "logs" / "eagle3-oom.log"
 LAUNCHER = f"{shlex.quote(sys.executable)} {shlex.quote(str(STANDIN / 'sglang_standin.py'))}"
 
-# a launcher that first starts a process of its own session (setsid) holding the server's stdout
-# open, writes its pid, then becomes the stand-in
-SETSID_WRAPPER = """
-import os, subprocess, sys
-p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-open(os.environ["ESCAPED_PID"], "w").write(str(p.pid))
+# a launcher that forks a child that calls os.setsid() (it leaves sglog's group and session)
+# and then becomes the stand-in; the child, by ESCAPE_MODE:
+#   stays: keeps the server's stdout open and sleeps;
+#   daemon: forks and exits at once (a double fork: its child, holding stdout, has no parent of
+#     sglog's any more, only the output pipe tells it);
+#   quiet: forks, its child closes stdin, stdout and stderr (only the parent links recorded while
+#     they lasted tell it), and exits a second later
+# the last process writes its pid to $ESCAPED_PID
+ESCAPING_WRAPPER = """
+import os, sys, time
+mode = os.environ["ESCAPE_MODE"]
+if os.fork() == 0:
+    os.setsid()
+    if mode in ("daemon", "quiet") and os.fork():
+        if mode == "quiet":
+            time.sleep(1.0)
+        os._exit(0)
+    if mode == "quiet":
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+    with open(os.environ["ESCAPED_PID"] + ".part", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.environ["ESCAPED_PID"] + ".part", os.environ["ESCAPED_PID"])
+    time.sleep(120)
+    os._exit(0)
 os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
 
@@ -66,6 +88,7 @@ def wait_started(p: subprocess.Popen, tmp: Path) -> list[int]:
     raise AssertionError("the stand-in did not start")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP], ids=lambda s: s.name)
 def test_every_catchable_signal_stops_the_server(tmp_path, sig):
     p = start(tmp_path)
@@ -77,6 +100,7 @@ def test_every_catchable_signal_stops_the_server(tmp_path, sig):
     assert not wait_gone(pids, 5), "a child of the server survived"
 
 
+@pytest.mark.slow
 def test_sigkill_of_sglog_still_stops_the_server(tmp_path):
     """SIGKILL cannot be caught: the watchdog process (and PR_SET_PDEATHSIG for the leader) end the group."""
     p = start(tmp_path)
@@ -86,24 +110,74 @@ def test_sigkill_of_sglog_still_stops_the_server(tmp_path):
     assert not wait_gone(pids, 10), "the server outlived a SIGKILL of sglog"
 
 
-def test_a_server_that_leaves_its_group_does_not_hang_ctrl_c(tmp_path):
-    wrapper = tmp_path / "wrap.py"
-    wrapper.write_text(SETSID_WRAPPER)
-    escaped = tmp_path / "escaped.pid"
+def start_escaping(tmp: Path, mode: str) -> tuple[subprocess.Popen, list[int], int]:
+    """sglog running the stand-in behind ESCAPING_WRAPPER: (sglog, the stand-in's pids, the escaped pid)."""
+    wrapper = tmp / "wrap.py"
+    wrapper.write_text(ESCAPING_WRAPPER)
+    escaped = tmp / "escaped.pid"
     launcher = f"{shlex.quote(sys.executable)} {shlex.quote(str(wrapper))} {shlex.quote(str(STANDIN / 'sglang_standin.py'))}"
-    p = start(tmp_path, launcher, {"ESCAPED_PID": str(escaped)})
-    pids = wait_started(p, tmp_path)
+    p = start(tmp, launcher, {"ESCAPED_PID": str(escaped), "ESCAPE_MODE": mode})
+    pids = wait_started(p, tmp)
+    end = time.monotonic() + 20
+    while not escaped.exists() and time.monotonic() < end:
+        time.sleep(0.05)
     other = int(escaped.read_text())
+    assert alive(other)
+    assert os.getsid(other) not in (os.getsid(p.pid), os.getsid(pids[0]))  # (it left sglog's session and the server's)
+    if mode == "quiet":
+        time.sleep(1.5)  # (its parent gone: only what sglog recorded while it lived tells it)
+    return p, pids, other
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["stays", "daemon", "quiet"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT], ids=lambda s: s.name)
+def test_a_child_that_calls_setsid_is_stopped_too_and_nothing_hangs(tmp_path, sig, mode):
+    """A server's child that calls setsid leaves the process group that sglog stops (and, holding
+    stdout, it made Ctrl-C hang): it is a recorded descendant, or holds the output pipe."""
+    p, pids, other = start_escaping(tmp_path, mode)
     try:
         t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=30)
-        assert time.monotonic() - t0 < 20, "Ctrl-C waited for a process outside the group"
-        assert p.returncode == 130, err
-        assert not wait_gone(pids, 5)
+        assert time.monotonic() - t0 < 20, "the stop waited for a process outside the group"
+        assert p.returncode == 128 + sig, err
+        assert "Traceback" not in err
+        assert not wait_gone(pids + [other], 5), "a process that left the group survived"
     finally:
-        if alive(other):  # (it left the group on purpose: this test stops it)
+        if alive(other):  # (do not leave it behind when the test fails)
             os.kill(other, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["stays", "daemon", "quiet"])
+def test_sigkill_of_sglog_stops_a_child_that_called_setsid(tmp_path, mode):
+    """The watchdog knows the descendants sglog recorded, and finds the holders of the output pipe."""
+    p, pids, other = start_escaping(tmp_path, mode)
+    try:
+        p.kill()
+        p.communicate(timeout=10)
+        assert not wait_gone(pids + [other], 15), "a process that left the group outlived a SIGKILL of sglog"
+    finally:
+        if alive(other):
+            os.kill(other, signal.SIGKILL)
+
+
+def test_descendants_are_known_by_pid_and_start_time(tmp_path):
+    """A recorded pid that a new process took since is not signalled (its start time differs)."""
+    from sglog.repro import launch
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        d = launch.Descendants(os.getpid())
+        d.scan()
+        assert child.pid in d.known and child.pid in d.alive()
+        d.known[child.pid] += 1  # (as if the pid now belonged to a later process)
+        d.signal(signal.SIGKILL)
+        assert child.poll() is None and d.alive() == [p for p in d.alive() if p != child.pid]
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize("option", [("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "-5"), ("--timeout", "0.5"), ("--stop-grace", "inf"), ("--stop-grace", "nan"), ("--stop-grace", "-1")])

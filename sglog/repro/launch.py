@@ -2,11 +2,13 @@
 
 The only code in sglog that starts processes.  Every process is started from
 an argv list (never a shell) in a new session, so it leads its own process
-group; stopping sends SIGINT, then SIGTERM, then SIGKILL to the whole group
-and waits until no process of the group is left.  ``Server`` is a context
-manager: leaving the block stops the group, whether the block ended normally,
-by an exception (sglog's own errors), by Ctrl-C, or by SIGTERM to sglog
-(``signals_raise``).
+group; stopping sends SIGINT, then SIGTERM, then SIGKILL to the whole group,
+and to every process below it that left the group (``Descendants``: a daemon
+that called setsid, recorded while it was alive, or holding the server's
+output), and waits until none of them is left.  ``Server`` is a context
+manager: leaving the block stops them, whether the block ended normally, by an
+exception (sglog's own errors), by Ctrl-C, or by SIGTERM to sglog
+(``signals_raise``); a watchdog process stops them when sglog is killed.
 
 HTTP requests go to the loopback interface only.
 """
@@ -79,29 +81,78 @@ def _pdeathsig():
 
 
 # the watchdog: a small process of its own (its own session: not stopped with the group, not
-# with sglog) that holds the read end of a pipe only sglog writes to; when sglog ends, even by
-# SIGKILL, the pipe closes, and a group still alive then gets SIGTERM, then SIGKILL
+# with sglog) that holds the read end of a pipe only sglog writes to, and on which sglog writes
+# each descendant it records ("pid start-time" lines, see Descendants); when sglog ends, even by
+# SIGKILL, the pipe closes, and what is still alive of the group, of those descendants and of the
+# holders of the server's output pipe then gets SIGTERM, then SIGKILL
 _WATCHDOG = """
 import os, signal, sys, time
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+pgid, grace, pipe = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+known, rest = {}, b""
 try:
-    while sys.stdin.buffer.read(4096):
-        pass
+    while True:
+        data = sys.stdin.buffer.read1(4096)
+        if not data:
+            break
+        *lines, rest = (rest + data).split(b"\\n")
+        for line in lines:
+            pid, start = line.split()
+            known[int(pid)] = int(start)
 except BaseException:
     pass
+def stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return rest[0], int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+def holders():
+    out = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (name, fd)) == pipe:
+                    s = stat(int(name))
+                    if s:
+                        out[int(name)] = s[1]
+                    break
+            except OSError:
+                pass
+    return out
 def alive():
+    found = False
     try:
         os.killpg(pgid, 0)
-        return True
+        found = True
     except OSError:
-        return False
+        pass
+    for pid, start in list(known.items()):
+        s = stat(pid)
+        if s is None or s[1] != start or s[0] == b"Z":
+            del known[pid]
+        else:
+            found = True
+    return found
+known.update(holders())
 for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
     if not alive():
         break
-    try:
-        os.killpg(pgid, sig)
-    except OSError:
-        break
+    for kill, target in [(os.killpg, pgid)] + [(os.kill, pid) for pid in known]:
+        try:
+            kill(target, sig)
+        except OSError:
+            pass
     end = time.monotonic() + wait
     while alive() and time.monotonic() < end:
         time.sleep(0.05)
@@ -182,6 +233,141 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """(parent pid, state, start time in clock ticks) of a process, from /proc; None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return int(rest[1]), rest[0].decode("ascii", "replace"), int(rest[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _processes() -> dict[int, tuple[int, str, int]]:
+    """Every process this user can see: pid -> ``_stat``."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # pragma: no cover - non-Linux
+        return {}
+    out = {}
+    for name in names:
+        if name.isdigit() and (st := _stat(int(name))) is not None:
+            out[int(name)] = st
+    return out
+
+
+def pipe_holders(inode: int) -> set[int]:
+    """The processes (other than sglog) with a descriptor on the pipe ``inode``: whoever still
+    writes to the server's output, wherever it went."""
+    target = f"pipe:[{inode}]"
+    out = set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # pragma: no cover - non-Linux
+        return out
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{name}/fd/{fd}") == target:
+                    out.add(int(name))
+                    break
+            except OSError:
+                continue
+    return out
+
+
+class Descendants:
+    """The processes below a server's leader, recorded while they are alive (each by pid and
+    start time, so that a pid used again is never signalled): followed by parent links in /proc,
+    from the leader and from each one recorded, so a process that left the group or the session
+    (setsid) stays known, and so do its children once its parent has died.  ``watch`` scans in a
+    thread, often at first (daemons are started early), then every ``SLOWEST`` s; ``stop`` scans
+    again and adds the holders of the server's output pipe (a daemon that forked and left between
+    two scans).  ``on_new(pid, start)`` is told of each one recorded (the watchdog)."""
+
+    SLOWEST = 1.0
+
+    def __init__(self, leader: int, on_new=None) -> None:
+        self.leader = leader
+        self.on_new = on_new
+        st = _stat(leader)
+        self._leader_start = st[2] if st else None
+        self.known: dict[int, int] = {}  # pid -> start time (the leader not included)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def scan(self, extra: set[int] = frozenset()) -> None:
+        """Record the processes below the leader and below the ones recorded (and ``extra``)."""
+        procs = _processes()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _state, _start) in procs.items():
+            children.setdefault(ppid, []).append(pid)
+        with self._lock:
+            roots = [p for p, t in self.known.items() if p in procs and procs[p][2] == t]
+            lead = procs.get(self.leader)
+            if lead is not None and lead[2] == self._leader_start:
+                roots.append(self.leader)
+            new = []
+            for pid in extra:
+                if pid in procs and pid != self.leader and self.known.get(pid) != procs[pid][2]:
+                    self.known[pid] = procs[pid][2]
+                    new.append(pid)
+                    roots.append(pid)
+            seen = set(roots)
+            while roots:
+                for c in children.get(roots.pop(), ()):
+                    if c in seen:
+                        continue
+                    seen.add(c)
+                    roots.append(c)
+                    if self.known.get(c) != procs[c][2]:
+                        self.known[c] = procs[c][2]
+                        new.append(c)
+        if self.on_new is not None:
+            for pid in new:
+                self.on_new(pid, procs[pid][2])
+
+    def alive(self) -> list[int]:
+        """The recorded processes still running (not zombies)."""
+        with self._lock:
+            items = list(self.known.items())
+        out = []
+        for pid, start in items:
+            st = _stat(pid)
+            if st is not None and st[2] == start and st[1] != "Z":
+                out.append(pid)
+        return out
+
+    def signal(self, sig: signal.Signals) -> None:
+        for pid in self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def watch(self) -> None:
+        def loop() -> None:
+            wait = 0.05
+            while not self._done.wait(wait):
+                with contextlib.suppress(Exception):
+                    self.scan()
+                wait = min(self.SLOWEST, wait * 1.5)
+
+        self._thread = threading.Thread(target=loop, name="sglog-repro-descendants", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+
 class Server:
     """One process group started from ``argv``, its output streamed into ``log_path``.
 
@@ -198,6 +384,9 @@ class Server:
         self.env = env
         self.grace = check_seconds("--stop-grace", grace)
         self.watchdog: subprocess.Popen | None = None
+        self._watchdog_lock = threading.Lock()
+        self.descendants: Descendants | None = None
+        self._pipe = ""  # the server's output pipe, as /proc shows a descriptor on it
         self.proc: subprocess.Popen | None = None
         self.pgid: int | None = None
         self.signals_sent: list[str] = []
@@ -209,7 +398,7 @@ class Server:
         self._stopped = False
 
     # -- lifecycle
-    def start(self) -> "Server":
+    def start(self) -> Server:
         log = open(self.log_path, "ab", buffering=0)
         try:
             self.proc = subprocess.Popen(
@@ -234,7 +423,11 @@ class Server:
         self.pgid = self.proc.pid  # start_new_session: the child leads its own group
         self.started_at = time.monotonic()
         try:
+            with contextlib.suppress(OSError, ValueError):
+                self._pipe = f"pipe:[{os.fstat(self.proc.stdout.fileno()).st_ino}]"
             self._start_watchdog()
+            self.descendants = Descendants(self.pgid, on_new=self._tell_watchdog)
+            self.descendants.watch()
             self._reader = threading.Thread(target=self._pump, args=(self.proc.stdout, log), name="sglog-repro-reader", daemon=True)
             self._reader.start()
         except BaseException:  # Ctrl-C right after the start: do not leave it running
@@ -247,8 +440,9 @@ class Server:
 
         try:
             self.watchdog = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(self.pgid), repr(self.grace)],
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(self.pgid), repr(self.grace), self._pipe],
                 stdin=subprocess.PIPE,
+                bufsize=0,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -257,8 +451,15 @@ class Server:
         except OSError:  # (no watchdog: PR_SET_PDEATHSIG still ends the leader)
             self.watchdog = None
 
+    def _tell_watchdog(self, pid: int, start: int) -> None:
+        with self._watchdog_lock:
+            if self.watchdog is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self.watchdog.stdin.write(f"{pid} {start}\n".encode())
+
     def _stop_watchdog(self) -> None:
-        w, self.watchdog = self.watchdog, None
+        with self._watchdog_lock:
+            w, self.watchdog = self.watchdog, None
         if w is None:
             return
         with contextlib.suppress(OSError):
@@ -266,7 +467,7 @@ class Server:
         with contextlib.suppress(Exception):
             w.wait(timeout=2)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start() if self.proc is None else self
 
     def __exit__(self, *exc) -> None:
@@ -314,30 +515,36 @@ class Server:
 
     # -- stopping
     def stop(self, grace: float | None = None) -> list[str]:
-        """SIGINT, SIGTERM, SIGKILL to the whole group, waiting ``grace`` s after each; idempotent."""
+        """SIGINT, SIGTERM, SIGKILL to the whole group and to the descendants that left it,
+        waiting ``grace`` s after each; idempotent."""
         if self.proc is None or self._stopped:
             return self.signals_sent
         grace = self.grace if grace is None else grace
         try:
+            if self.descendants is not None:  # (the last ones: also whoever holds the output pipe)
+                with contextlib.suppress(Exception):
+                    self.descendants.scan(pipe_holders(int(self._pipe[6:-1])) if self._pipe else set())
             for sig in STOP_SIGNALS:
-                if not self.alive():
+                if not self._anything_alive():
                     break
                 self._signal(sig)
                 self._wait_gone(grace if sig != signal.SIGKILL else max(grace, 5.0))
         except BaseException:
             # interrupted while waiting (a second Ctrl-C, SIGTERM): no more patience
-            if self.alive():
+            if self._anything_alive():
                 self._signal(signal.SIGKILL)
                 self._wait_gone(5.0)
             raise
         finally:
+            if self.descendants is not None:
+                self.descendants.stop()
             with contextlib.suppress(Exception):
                 self.proc.wait(timeout=1)
             if self._reader is not None:
                 self._reader.join(timeout=2)
-            # (a process that left the group, setsid, may hold the pipe open: the reader then
-            # stays blocked in its read, and closing the stream would wait for it forever --
-            # Ctrl-C hung; the reader is a daemon thread and ends with sglog)
+            # (a process that could not be stopped -- another user's -- may still hold the pipe
+            # open: the reader then stays blocked in its read, and closing the stream would wait
+            # for it forever (Ctrl-C hung); the reader is a daemon thread and ends with sglog)
             if self._reader is None or not self._reader.is_alive():
                 with contextlib.suppress(OSError):
                     self.proc.stdout.close()
@@ -345,9 +552,14 @@ class Server:
             self._stopped = True
         return self.signals_sent
 
+    def _anything_alive(self) -> bool:
+        return self.alive() or bool(self.descendants is not None and self.descendants.alive())
+
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, sig)
+        if self.descendants is not None:
+            self.descendants.signal(sig)
         self.signals_sent.append(sig.name)
 
     def _wait_gone(self, seconds: float) -> None:
@@ -355,7 +567,7 @@ class Server:
         while time.monotonic() < end:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=0.05)
-            if self.proc.poll() is not None and not group_alive(self.pgid):
+            if self.proc.poll() is not None and not group_alive(self.pgid) and not (self.descendants is not None and self.descendants.alive()):
                 return
             time.sleep(0.02)
 
@@ -444,7 +656,23 @@ def bench_launcher(server_launcher: tuple[str, ...], env_value: str | None = Non
 
 def bench_serving(launcher: list[str], port: int, log_path: Path, model: str | None = None, timeout: float = 1800.0, grace: float = 10.0, num_prompts: int = 32) -> dict:
     """A short ``bench_serving`` run against the loopback port; its output goes to ``log_path``."""
-    argv = [*launcher, "--backend", "sglang", "--host", LOOPBACK, "--port", str(int(port)), "--dataset-name", "random", "--num-prompts", str(num_prompts), "--random-input-len", "512", "--random-output-len", "256"]
+    argv = [
+        *launcher,
+        "--backend",
+        "sglang",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(int(port)),
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        str(num_prompts),
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "256",
+    ]
     if model:
         argv += ["--model", model]
     t0 = time.monotonic()
