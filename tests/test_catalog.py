@@ -325,3 +325,76 @@ def test_the_log_prefix_source_line_picks_among_matches(tmp_path):
     assert cat.match(msg).source.endswith(":138")  # the most specific, without a hint
     assert cat.match(msg, source="deepseek_v2.py:173").fields == {"page_size": 64}
     assert cat.match(msg, source="other.py:1").source.endswith(":138")
+
+
+# ---- the index: what the matcher needs, computed by the generator (mine.dumps) for the shipped file
+
+
+def _old_index(data) -> tuple[list[dict], list[list[int]]]:
+    """The kept templates in preference order and each key piece's ranks, as the catalogue computed
+    them on every load before the index (an independent check of ``build_index``)."""
+    kept = []
+    for i, raw in enumerate(data["templates"]):
+        if catalog._verdict(raw["t"]) is None:
+            t = raw["t"]
+            kept.append(((-(len(t) - t.count(" ") - 2 * t.count("{}")), -raw["v"][1], -raw["v"][0], i), raw))
+    kept.sort(key=lambda x: x[0])
+    by_piece: dict[str, list[int]] = {}
+    for rank, (_key, raw) in enumerate(kept):
+        by_piece.setdefault(catalog._key_piece(raw["t"])[: catalog.KEY_CHARS], []).append(rank)
+    return [raw for _k, raw in kept], list(by_piece.values())
+
+
+def test_the_shipped_index_is_that_of_its_templates():
+    data = json.loads(gzip.decompress(catalog._shipped().read_bytes()))
+    assert data["index"] == catalog.build_index(data["templates"], len(data["releases"]))  # (written by `make catalog`: tools/catalog/mine.py)
+    cat = catalog.load()
+    assert isinstance(cat._raw.templates, catalog._Lines)  # read lazily
+    kept, pieces = _old_index(data)
+    cat._build()
+    assert list(cat._raw) == kept and [list(g) for g in cat._pieces] == pieces
+    assert sum(cat.dropped.values()) == cat.total - len(cat)
+
+
+def test_an_indexed_file_matches_as_one_without(tmp_path):
+    import importlib.util
+    import sys
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("catalog_mine_for_index", ROOT / "tools" / "catalog" / "mine.py")
+    mine = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mine
+    spec.loader.exec_module(mine)
+    data = {"schema": 1, "releases": RELEASES, "vllm_releases": ["0.6.0"], "templates": sorted(TEMPLATES, key=lambda t: (t["t"], t["l"]))}
+    path = tmp_path / "indexed.json.gz"
+    path.write_bytes(mine.dumps(data))
+    indexed, plain = catalog.load(path), Catalogue(data)
+    assert isinstance(indexed._raw.templates, catalog._Lines) and indexed.dropped == plain.dropped and len(indexed) == len(plain)
+    kept, _pieces = _old_index(data)
+    assert list(indexed._raw) == kept == list(plain._raw)
+    for message in [
+        "Load weight begin. avail mem=75.12 GB",
+        "Init torch distributed begin.",
+        "Scheduler hit an exception: Traceback x",
+        "Received config {model: m} from the router",
+        "nothing at all",
+    ]:
+        for version in (None, "0.2.0", "0.5.23"):
+            assert indexed.match(message, version) == plain.match(message, version), (message, version)
+    assert indexed.sources() == plain.sources()
+
+
+def test_a_corrupt_index_or_template_line_names_the_file(tmp_path):
+    data = {"schema": 1, "releases": RELEASES, "templates": [T("Load weight begin. avail mem={} GB", ["m"]), T("Init torch distributed begin.", [])]}
+    index = catalog.build_index(data["templates"], len(RELEASES))
+    head = json.dumps({"schema": 1, "releases": RELEASES, "index": index | {"order": [0]}})[:-1] + ',"templates":['
+    lines = [json.dumps(t) for t in data["templates"]]
+    short = write(tmp_path / "short.json.gz", (head + "\n" + ",\n".join(lines) + "\n]}\n").encode())
+    with pytest.raises(CatalogueError, match="short.json.gz"):
+        catalog.load(short)
+    head = json.dumps({"schema": 1, "releases": RELEASES, "index": index})[:-1] + ',"templates":['
+    bad = write(tmp_path / "bad-line.json.gz", (head + "\n" + lines[0][:-3] + ",\n" + lines[1] + "\n]}\n").encode())
+    cat = catalog.load(bad)  # (a template is decoded when a message needs it)
+    with pytest.raises(CatalogueError, match="bad-line.json.gz"):
+        cat.match("Load weight begin. avail mem=1 GB")

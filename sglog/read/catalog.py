@@ -15,6 +15,12 @@ templates of many ``.*?`` its matching fell off the DFA and was slower still) an
 pure-Python index on the first constant word (several times slower, and blind to templates that
 start with a placeholder).  The automaton is built on the first ``match``, not on ``load``.
 
+Loading: what the matcher needs from the templates (which are kept, in what order, their key
+pieces: :func:`build_index`) is computed by the generator and written at the head of the
+shipped file, so that loading reads the index and leaves the templates undecoded until a
+message's candidates need them (one JSON object a line); a catalogue without an index (an older
+file, a test's) computes it on load.
+
 >>> cat = Catalogue({"schema": 1, "releases": ["0.4.0", "0.5.0"], "templates": [
 ...     {"t": "Load weight begin. avail mem={} GB", "p": ["avail_mem"], "l": "info", "k": "log",
 ...      "s": "srt/model_executor/model_runner.py:234", "v": [0, 1]}]})
@@ -31,7 +37,7 @@ import json
 import re
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -275,6 +281,107 @@ def _key_piece(template: str) -> str:
     return max([p.strip() for p in pieces], key=len)  # type: ignore[union-attr]
 
 
+def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str = "<data>") -> dict[str, Any]:
+    """What a catalogue's matcher needs from its templates, computed once: ``order``, the kept
+    templates' positions in preference order (the most constant characters but spaces first, then
+    the newest, then the oldest first release); ``pieces``, each key piece (a template's longest
+    constant piece, cut to ``KEY_CHARS``), in order of first use along ``order``; ``again``, the
+    [rank, piece] of each template whose piece an earlier one has (every other template has the
+    next new piece: the index stays small in the shipped file); ``dropped``, the templates too
+    generic to keep, by reason.
+
+    The generator writes it into the shipped file (tools/catalog/mine.py), so that loading reads
+    it instead of every template; a catalogue without one computes it here.  ``releases``: how
+    many releases the templates' ``v`` index.
+
+    >>> build_index([{"t": "Error: {}", "v": [0, 0]}, {"t": "Load weight begin", "v": [0, 1]}], 2)
+    {'order': [1], 'pieces': ['Load weight begi'], 'again': [], 'dropped': {'placeholders-only': 0, 'too-few-constants': 1, 'leading-placeholder': 0}}
+    """
+    dropped = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0}
+    order: list[tuple[int, int, int, int]] = []
+    for i, raw in enumerate(templates):
+        text = raw["t"]
+        if _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
+            why = _verdict(text)
+            if why is not None:
+                dropped[why] += 1
+                continue
+        first, last = raw["v"]
+        if not 0 <= first <= last < releases:
+            raise CatalogueError(f"message catalogue {path}: template {text!r} has releases {raw['v']!r}")
+        # how specific: its constant characters but spaces (a doubled brace counts twice)
+        constants = len(text) - text.count(" ") - 2 * text.count("{}")
+        order.append((-constants, -last, -first, i))
+    order.sort()
+    kept = [o[3] for o in order]
+    pieces: dict[str, int] = {}
+    again: list[list[int]] = []
+    for rank, i in enumerate(kept):
+        piece = _key_piece(templates[i]["t"])[:KEY_CHARS]
+        if piece in pieces:
+            again.append([rank, pieces[piece]])
+        else:
+            pieces[piece] = len(pieces)
+    return {"order": kept, "pieces": list(pieces), "again": again, "dropped": dropped}
+
+
+def _groups(index: Mapping[str, Any]) -> list[list[int]]:
+    """The ranks in ``order`` of the templates of each key piece of ``index`` (``build_index``),
+    ascending: a piece's first template is the first rank not in ``again``, the others follow."""
+    again = index["again"]
+    taken = {rank for rank, _j in again}
+    groups = [[rank] for rank in range(len(index["order"])) if rank not in taken]
+    if len(groups) != len(index["pieces"]):
+        raise CatalogueError(f"message catalogue: its index has {len(index['pieces'])} key pieces, its templates use {len(groups)}")
+    for rank, j in again:  # (in rank order)
+        groups[j].append(rank)
+    return groups
+
+
+class _Kept:
+    """The kept templates in preference order: ``templates[order[i]]`` (a list of template
+    objects, or ``_Lines`` of a file whose templates are decoded when a message needs one)."""
+
+    __slots__ = ("templates", "order")
+
+    def __init__(self, templates: Sequence[Mapping[str, Any]], order: list[int]) -> None:
+        self.templates, self.order = templates, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i: int) -> Mapping[str, Any]:
+        return self.templates[self.order[i]]
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        return (self.templates[i] for i in self.order)
+
+
+class _Lines:
+    """A catalogue file's templates, one JSON object a line, each decoded on first use."""
+
+    __slots__ = ("lines", "decoded", "path")
+
+    def __init__(self, lines: list[bytes], path: str) -> None:
+        self.lines, self.path = lines, path
+        self.decoded: list[Mapping[str, Any] | None] = [None] * len(lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, i: int) -> Mapping[str, Any]:
+        t = self.decoded[i]
+        if t is None:
+            try:
+                t = json.loads(self.lines[i].rstrip(b","))
+            except ValueError as e:
+                raise CatalogueError(f"message catalogue {self.path}: corrupt template {i + 1} ({type(e).__name__}: {str(e)[:100]})") from None
+            if not isinstance(t, dict) or "t" not in t or "v" not in t:
+                raise CatalogueError(f"message catalogue {self.path}: template {i + 1} is not a template")
+            self.decoded[i] = t
+        return t
+
+
 class Catalogue:
     """The kept templates of a catalogue, and the automaton that finds a message's candidates.
 
@@ -288,28 +395,19 @@ class Catalogue:
         self.path = path
         self.releases: tuple[str, ...] = tuple(data["releases"])
         self.vllm_releases: tuple[str, ...] = tuple(data.get("vllm_releases") or ())
-        self.dropped: dict[str, int] = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0}
         templates = data["templates"]
         self.total = len(templates)
-        n = len(self.releases)
-        order: list[tuple[int, int, int, int]] = []
-        for i, raw in enumerate(templates):
-            text = raw["t"]
-            if _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
-                why = _verdict(text)
-                if why is not None:
-                    self.dropped[why] += 1
-                    continue
-            first, last = raw["v"]
-            if not 0 <= first <= last < n:
-                raise CatalogueError(f"message catalogue {path}: template {text!r} has releases {raw['v']!r}")
-            # how specific: its constant characters but spaces (a doubled brace counts twice)
-            constants = len(text) - text.count(" ") - 2 * text.count("{}")
-            order.append((-constants, -last, -first, i))
-        # Preference order: the most specific first, then the newest; match() takes the first.
-        order.sort()
-        self._raw: list[Mapping[str, Any]] = [templates[o[3]] for o in order]
-        self._made: list[_Template | None] = [None] * len(order)
+        index = data.get("index")
+        if index is None:
+            index = build_index(templates, len(self.releases), path)
+        elif len(index["order"]) + sum(index["dropped"].values()) != self.total:
+            raise CatalogueError(f"message catalogue {path}: its index counts {len(index['order'])} kept and {sum(index['dropped'].values())} dropped templates of {self.total}")
+        self.dropped: dict[str, int] = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0} | dict(index["dropped"])
+        # the kept templates in preference order (the most specific first, then the newest; match()
+        # takes the first), read from ``templates`` only when a message needs them
+        self._raw: _Kept = _Kept(templates, index["order"])
+        self._index = index
+        self._made: list[_Template | None] = [None] * len(self._raw)
         keys = [version_key(r) for r in self.releases]
         self._release_keys = sorted((k, i) for i, k in enumerate(keys) if k is not None)
         self._automaton: Any = None
@@ -325,17 +423,14 @@ class Catalogue:
 
     def _build(self) -> Any:
         """The automaton of the templates' key pieces (each cut to ``KEY_CHARS``: as selective,
-        and a trie a fraction of the size to build)."""
+        and a trie a fraction of the size to build; the pieces are the index's)."""
         with self._lock:
             if self._automaton is None:
-                by_piece: dict[str, list[int]] = {}
-                for i, raw in enumerate(self._raw):
-                    by_piece.setdefault(_key_piece(raw["t"])[:KEY_CHARS], []).append(i)
                 a = ahocorasick.Automaton(ahocorasick.STORE_INTS)
-                for j, piece in enumerate(by_piece):
+                for j, piece in enumerate(self._index["pieces"]):
                     a.add_word(piece, j)
                 a.make_automaton()
-                self._pieces = [tuple(ids) for ids in by_piece.values()]
+                self._pieces = _groups(self._index)
                 self._automaton = a
         return self._automaton
 
@@ -434,9 +529,30 @@ def _read(p: Path) -> Catalogue:
     except OSError as e:
         raise CatalogueError(f"message catalogue {p}: cannot read it ({e.strerror or type(e).__name__})") from None
     try:
-        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        data = _indexed(text, str(p))
+        if data is None:
+            data = json.loads(text)
         return Catalogue(data, str(p))
     except CatalogueError:
         raise
     except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
         raise CatalogueError(f"message catalogue {p}: corrupt ({type(e).__name__}: {str(e)[:100]})") from None
+
+
+_HEAD_END = b'"templates":['
+
+
+def _indexed(text: bytes, path: str) -> dict[str, Any] | None:
+    """The catalogue of a file the generator wrote (``mine.dumps``: a head line with the index,
+    then one template a line, then ``]}``), its templates left undecoded (``_Lines``); None for
+    any other layout (read whole by ``json.loads``)."""
+    cut = text.find(b"\n")
+    if cut < 0 or not text[:cut].endswith(_HEAD_END) or not text.endswith(b"\n]}\n"):
+        return None
+    head = json.loads(text[:cut] + b"]}")
+    if not isinstance(head, dict) or "index" not in head:
+        return None
+    body = text[cut + 1 : -4]
+    head["templates"] = _Lines(body.split(b"\n") if body else [], path)
+    return head

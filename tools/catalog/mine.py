@@ -257,8 +257,15 @@ def build_catalog(sglang: dict[str, dict], vllm: dict[str, dict]) -> dict:
 
 
 def dumps(catalog: dict) -> bytes:
-    """The catalogue as gzip bytes: one template a line inside, no timestamp, no file name."""
-    head = {k: v for k, v in catalog.items() if k != "templates"}
+    """The catalogue as gzip bytes: one template a line inside, no timestamp, no file name.
+
+    The head line carries the matcher's index (``sglog.read.catalog.build_index``: the kept
+    templates in preference order and their key pieces), so that sglog loads the index and
+    decodes a template only when a message needs it."""
+    from sglog.read.catalog import build_index
+
+    head = {k: v for k, v in catalog.items() if k not in ("templates", "index", "_stats")}
+    head["index"] = build_index(catalog["templates"], len(catalog["releases"]))
     lines = [json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + ',"templates":[']
     body = [json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in catalog["templates"]]
     text = "\n".join(lines) + "\n" + ",\n".join(body) + "\n]}\n"
@@ -326,12 +333,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", help="the Python that mines (default: the newest 3.12+ found)")
     ap.add_argument("--versions", nargs="*", help="mine only these SGLang releases")
     ap.add_argument("--no-vllm", action="store_true", help="do not mine vLLM (no shared marks)")
+    ap.add_argument("--reindex", action="store_true", help="rewrite --out with the index of its templates, mining nothing")
     ap.add_argument("--mine-one", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--package", default="sglang", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.mine_one is not None:  # the child process of mine_archive()
         json.dump(extract.mine_location(args.mine_one, args.package), sys.stdout)
+        return 0
+
+    if args.reindex:  # (the index is derived from the templates: no need to mine again)
+        args.out.write_bytes(dumps(json.loads(gzip.decompress(args.out.read_bytes()))))
+        say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
         return 0
 
     start = time.monotonic()
