@@ -49,7 +49,8 @@ def diagnose_runs(runs, select: Iterable[str] | None = None, ignore: Iterable[st
     findings: list[Finding] = []
     for run in runs:
         for rule in rules:
-            findings.extend(rule.check(run, per_rule.get(rule.name)))
+            if rule.triggered(run):  # nothing it reads is in the run: it finds nothing
+                findings.extend(rule.check(run, per_rule.get(rule.name)))
     findings = fill_evidence_text(findings)
     order = {r.code: i for i, r in enumerate(rules)}
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.run, order.get(f.code, 999)))

@@ -79,7 +79,10 @@ def run_case(tmp_path: Path, rule_name: str, case: dict):
     log.write_text("\n".join(case["lines"]) + "\n", encoding="utf-8")
     runs = sglog.load(log)
     rule = get_rule(rule_name)
-    return [f for run in runs for f in rule.check(run)]
+    found = [f for run in runs for f in rule.check(run)]
+    # diagnose skips a rule on a run without any of its triggers: that must lose no finding
+    assert all(rule.triggered(run) for run in runs if rule.check(run)), f"{rule_name} finds something on a run without its triggers"
+    return found
 
 
 # ------------------------------------------------------------------ registry

@@ -41,7 +41,15 @@ def rules(
         doc = {
             "schema_version": 1,
             "rules": [
-                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()}, "doc": r.doc}
+                {
+                    "code": r.code,
+                    "name": r.name,
+                    "severity": r.severity,
+                    "summary": r.summary,
+                    "triggers": list(r.triggers),
+                    "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()},
+                    "doc": r.doc,
+                }
                 for r in chosen
             ],
         }

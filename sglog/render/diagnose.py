@@ -315,6 +315,21 @@ def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
     return _clean(buf.getvalue())
 
 
+def triggers_text(rule) -> str:
+    """What a rule reads, as explain shows it: its event kinds, then its run facts with what they are."""
+    from sglog.rules.base import FACTS
+
+    kinds = [t for t in rule.triggers if t not in FACTS]
+    facts = [t for t in rule.triggers if t in FACTS]
+    out = []
+    if kinds:
+        out.append("Event kinds: " + ", ".join(f"`{k}`" for k in kinds) + ".")
+    if facts:
+        out.append("Run facts: " + "; ".join(f"`{f}`, {FACTS[f]}" for f in facts) + ".")
+    out.append("Diagnose skips the rule on a run that has none of them.")
+    return "\n".join(out)
+
+
 def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
     """A rule's documentation as Markdown (what ``sglog explain`` prints); each option with the
     value in effect and where it comes from (``overrides`` from the configuration file ``source``)."""
@@ -323,6 +338,7 @@ def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str
     out = [f"# {rule.code} {rule.name} ({rule.severity})", "", rule.summary, ""]
     for section in DOC_SECTIONS:
         out += [f"## {section}", "", rule.doc.get(section, "").strip(), ""]
+    out += ["## Triggers", "", triggers_text(rule), ""]
     if rule.options:
         out += ["## Options", ""]
         overrides = overrides or {}

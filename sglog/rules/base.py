@@ -16,6 +16,12 @@ holds the documentation sections `sglog explain` prints::
 
 Args patches map SGLang flags to values: `"0.88"`; `None` removes the
 flag; `"true"` turns on a switch that takes no value (`--disable-custom-all-reduce`).
+
+Every rule declares its :attr:`Rule.triggers`: what of the run it reads, as event kinds (the
+kinds of :data:`sglog.events.KIND_CLASSES`: `server_args`, `decode_batch`, `nan_logits`...) and
+run facts (:data:`FACTS`: `args`, `memory`, `crash`...), including what the helpers it calls
+read.  `sglog rules` and `sglog explain` show them; diagnose runs a rule on a run only when one
+of its triggers is present in it (:meth:`Rule.triggered`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,43 @@ from typing import Any, ClassVar
 from sglog.findings import SEVERITIES, SEVERITY_RANK, Evidence, Finding, Fix
 
 DOC_SECTIONS = ("What it finds", "Why it matters", "Evidence", "Suggested fix", "Fix safety", "Example")
+
+# the run facts a rule may declare as a trigger (next to event kinds): what each stands for, and
+# when a run has it (facts a run always has, or whose absence a rule may act on, are always present)
+FACTS: dict[str, str] = {
+    "args": "the server args (`run.args`: the server_args line, the launch command)",
+    "version": "the SGLang version (`run.version`)",
+    "memory": "the memory budget (`run.memory`: from the startup memory lines)",
+    "startup": "the startup phases and their times (`run.startup`)",
+    "batches": "the batch lines as frames (`run.batches`, `run.decode`, `run.prefill`; the timeline's windows)",
+    "access": "the HTTP access lines as a frame (`run.access`)",
+    "ending": "how the log ends (`run.ending`: ready, serving, crashed, cut off)",
+    "crash": "the run's crash (`facts.crash`: root-cause error, phase, fan-out, signatures), which crash rules claim",
+    "text": "words in lines of any kind (`run.mentions`, `run.lowered_texts`, lines near an error)",
+}
+
+
+def has_fact(run, fact: str) -> bool:
+    """Does the run have this fact (FACTS)?  True for those a run always has ('memory', 'text')."""
+    if fact == "args":
+        return bool(run.args)
+    if fact == "version":
+        return run.version is not None
+    if fact == "startup":
+        return run.startup is not None
+    if fact == "batches":
+        return run.batches.height > 0
+    if fact == "access":
+        return run.access.height > 0
+    if fact == "ending":
+        return run.ending is not None
+    if fact == "crash":
+        from sglog.rules import facts
+
+        return facts.crash(run) is not None
+    return True
+
+
 _HEADING = re.compile(r"^## (.+?)\s*$", re.M)
 
 
@@ -59,6 +102,8 @@ class Rule:
     name: ClassVar[str] = ""
     severity: ClassVar[str] = "warning"
     options: ClassVar[dict[str, Option]] = {}
+    # what the rule reads: event kinds and FACTS (see the module docs); every rule declares it
+    triggers: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -81,6 +126,11 @@ class Rule:
         return values
 
     # -- checking
+    def triggered(self, run) -> bool:
+        """Is any of the rule's triggers in the run (an event of a declared kind, a declared fact)?
+        Without one the rule finds nothing (tests/test_triggers.py checks it over the corpus)."""
+        return any(has_fact(run, t) if t in FACTS else run.has(t) for t in self.triggers)
+
     def check(self, run, options: dict[str, Any] | None = None) -> list[Finding]:
         """Findings of this rule for one run (pure)."""
         return list(self._check(run, self.resolve(options)))

@@ -75,6 +75,7 @@ class HybridPoolFull(CrashRule):
 
     code = "SGL113"
     name = "hybrid-pool-full"
+    triggers = ("cpp_exception", "fatal_error", "hybrid_pool_full", "logging_error", "oom", "retraction", "scheduler_exception", "traceback", "args", "batches", "crash")
     severity = "error"
     options = {
         "full_usage": Option(0.98, "the second pool's usage from which it counts as full"),

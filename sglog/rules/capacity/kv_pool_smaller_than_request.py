@@ -55,6 +55,22 @@ class KvPoolSmallerThanRequest(Rule):
 
     code = "SGL112"
     name = "kv-pool-smaller-than-request"
+    triggers = (
+        "cpp_exception",
+        "fatal_error",
+        "kv_cache_allocated",
+        "logging_error",
+        "memory_pool_end",
+        "memory_summary",
+        "oom",
+        "request_too_long",
+        "scheduler_exception",
+        "server_args",
+        "traceback",
+        "weight_load_begin",
+        "weight_load_end",
+        "memory",
+    )
     severity = "error"
     options = {
         "headroom_gb": Option(5.0, "activation memory that must stay outside the static pool (as kv-pool-starved-by-weights)"),

@@ -129,6 +129,26 @@ class KvTransferFailed(Rule):
 
     code = "SGL405"
     name = "kv-transfer-failed"
+    triggers = (
+        "aiohttp_access",
+        "cpp_exception",
+        "fatal_error",
+        "glog",
+        "http_access",
+        "kv_transfer_failed",
+        "logging_error",
+        "native_backtrace",
+        "oom",
+        "pd_bootstrap_failed",
+        "scheduler_exception",
+        "server_ready",
+        "traceback",
+        "ucx_log",
+        "args",
+        "batches",
+        "access",
+        "text",
+    )
     severity = "error"
     options = {"repeat_requests": Option(3, "distinct failed requests (bootstrap rooms) from which the failures are an error without HTTP 5xx")}
 

@@ -237,6 +237,24 @@ class PdBootstrapFailed(CrashRule):
 
     code = "SGL407"
     name = "pd-bootstrap-failed"
+    triggers = (
+        "aiohttp_access",
+        "cpp_exception",
+        "fatal_error",
+        "glog",
+        "http_access",
+        "logging_error",
+        "native_backtrace",
+        "oom",
+        "pd_bootstrap_failed",
+        "scheduler_exception",
+        "server_ready",
+        "traceback",
+        "ucx_log",
+        "args",
+        "batches",
+        "crash",
+    )
     severity = "error"
     precedence = 40
 

@@ -53,6 +53,7 @@ class Crash(CrashRule):
 
     code = "SGL501"
     name = "crash"
+    triggers = ("process_killed", "scheduler_dead", "server_args", "shutdown", "startup", "ending", "crash")
     severity = "error"
 
     def claim(self, run, c) -> int | None:

@@ -42,6 +42,29 @@ class ServerNeverReady(Rule):
 
     code = "SGL502"
     name = "server-never-ready"
+    triggers = (
+        "cuda_graph_bs",
+        "cuda_graph_capture_begin",
+        "cuda_graph_capture_end",
+        "decode_batch",
+        "init_dist_begin",
+        "init_dist_end",
+        "kv_cache_allocated",
+        "launch_command",
+        "memory_pool_end",
+        "memory_summary",
+        "prefill_batch",
+        "progress",
+        "server_args",
+        "warmup",
+        "weight_load_begin",
+        "weight_load_committed",
+        "weight_load_end",
+        "startup",
+        "batches",
+        "ending",
+        "crash",
+    )
     severity = "warning"
 
     def _check(self, run, o) -> Iterator:

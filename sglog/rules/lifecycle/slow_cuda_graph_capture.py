@@ -42,6 +42,7 @@ class SlowCudaGraphCapture(Rule):
 
     code = "SGL505"
     name = "slow-cuda-graph-capture"
+    triggers = ("cuda_graph_bs", "cuda_graph_capture_begin", "cuda_graph_capture_end", "args", "startup", "batches")
     severity = "info"
     options = {"max_seconds": Option(120.0, "capture slower than this is reported"), "min_bs_to_shrink": Option(32, "with fewer sizes than this, the time is kernel compilation, not the sizes")}
 

@@ -45,6 +45,7 @@ class SlowWeightLoading(Rule):
 
     code = "SGL503"
     name = "slow-weight-loading"
+    triggers = ("weight_load_begin", "weight_load_end", "args", "memory", "startup")
     severity = "warning"
     options = {"max_seconds": Option(300.0, "weight loading slower than this is reported")}
 

@@ -47,6 +47,7 @@ class WatchdogTimeout(CrashRule):
 
     code = "SGL504"
     name = "watchdog-timeout"
+    triggers = ("watchdog_timeout", "args", "batches", "crash")
     severity = "error"
     precedence = 10
 

@@ -53,6 +53,22 @@ class CudaGraphBsOversized(Rule):
 
     code = "SGL105"
     name = "cuda-graph-bs-oversized"
+    triggers = (
+        "cuda_graph_bs",
+        "cuda_graph_capture_begin",
+        "cuda_graph_capture_end",
+        "feature_disabled",
+        "kv_cache_allocated",
+        "memory_pool_end",
+        "memory_summary",
+        "server_args",
+        "weight_load_begin",
+        "weight_load_end",
+        "args",
+        "memory",
+        "batches",
+        "crash",
+    )
     severity = "warning"
     options = {
         "ratio": Option(4.0, "fire when max bs >= ratio x p99 #running-req"),

@@ -63,6 +63,7 @@ class CudaGraphCaptureFailed(CrashRule):
 
     code = "SGL104"
     name = "cuda-graph-capture-failed"
+    triggers = ("startup", "crash")
     severity = "error"
     precedence = 100
 

@@ -52,6 +52,7 @@ class CudaGraphCaptureOom(CrashRule):
 
     code = "SGL103"
     name = "cuda-graph-capture-oom"
+    triggers = ("batch_oom", "cuda_graph_bs", "cuda_graph_capture_begin", "cuda_graph_capture_end", "oom", "progress", "args", "memory", "startup", "crash")
     severity = "error"
     precedence = 80
     options = {"reserve_gb": Option(2.0, "free memory to keep after the graphs are captured")}

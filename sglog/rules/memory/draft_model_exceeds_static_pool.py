@@ -84,6 +84,23 @@ class DraftModelExceedsStaticPool(CrashRule):
 
     code = "SGL101"
     name = "draft-model-exceeds-static-pool"
+    triggers = (
+        "batch_oom",
+        "cuda_graph_bs",
+        "cuda_graph_capture_begin",
+        "cuda_graph_capture_end",
+        "feature_disabled",
+        "kv_cache_allocated",
+        "memory_pool_end",
+        "memory_summary",
+        "oom",
+        "server_args",
+        "weight_load_begin",
+        "weight_load_end",
+        "args",
+        "memory",
+        "crash",
+    )
     severity = "error"
     precedence = 70
     options = {

@@ -41,6 +41,7 @@ class KvHeadroomTooSmall(Rule):
 
     code = "SGL107"
     name = "kv-headroom-too-small"
+    triggers = ("kv_cache_allocated", "memory_pool_end", "memory_summary", "server_args", "weight_load_begin", "weight_load_end", "memory")
     severity = "warning"
     options = {
         "low_gb": Option(5.0, "free memory below which activations may run out"),

@@ -42,6 +42,7 @@ class KvHeadroomWasted(Rule):
 
     code = "SGL106"
     name = "kv-headroom-wasted"
+    triggers = ("kv_cache_allocated", "memory_pool_end", "memory_summary", "server_args", "weight_load_begin", "weight_load_end", "memory", "crash")
     severity = "info"
     options = {"high_gb": Option(10.0, "free memory after startup that counts as wasted"), "target_gb": Option(6.0, "free memory to aim for (middle of 5-8 GB)")}
 

@@ -52,6 +52,7 @@ class KvPoolStarvedByWeights(CrashRule):
 
     code = "SGL102"
     name = "kv-pool-starved-by-weights"
+    triggers = ("kv_cache_allocated", "memory_pool_end", "memory_summary", "server_args", "weight_load_begin", "weight_load_end", "args", "memory", "crash")
     severity = "error"
     precedence = 70
     options = {

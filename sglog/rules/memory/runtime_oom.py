@@ -45,6 +45,23 @@ class RuntimeOom(CrashRule):
 
     code = "SGL108"
     name = "runtime-oom"
+    triggers = (
+        "batch_oom",
+        "cuda_graph_bs",
+        "cuda_graph_capture_begin",
+        "cuda_graph_capture_end",
+        "kv_cache_allocated",
+        "memory_pool_end",
+        "memory_summary",
+        "oom",
+        "server_args",
+        "weight_load_begin",
+        "weight_load_end",
+        "args",
+        "memory",
+        "batches",
+        "crash",
+    )
     severity = "error"
     precedence = 85
 

@@ -45,6 +45,7 @@ class StartupOom(CrashRule):
 
     code = "SGL111"
     name = "startup-oom"
+    triggers = ("batch_oom", "kv_cache_allocated", "memory_pool_end", "memory_summary", "oom", "server_args", "weight_load_begin", "weight_load_end", "memory", "crash")
     severity = "error"
     precedence = 95
     options = {"headroom_gb": Option(4.0, "free memory to leave after the pools for workspaces and activations")}

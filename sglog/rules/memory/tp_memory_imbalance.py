@@ -46,6 +46,7 @@ class TpMemoryImbalance(CrashRule):
 
     code = "SGL109"
     name = "tp-memory-imbalance"
+    triggers = ("weight_load_begin", "args", "crash")
     severity = "error"
     precedence = 20
     options = {"max_imbalance": Option(0.10, "1 - min/max of per-rank free memory at weight load")}

@@ -41,6 +41,7 @@ class WeightsExceedGpuMemory(CrashRule):
 
     code = "SGL110"
     name = "weights-exceed-gpu-memory"
+    triggers = ("batch_oom", "kv_cache_allocated", "memory_pool_end", "memory_summary", "oom", "server_args", "weight_load_begin", "weight_load_end", "args", "memory", "crash")
     severity = "error"
     precedence = 90
 

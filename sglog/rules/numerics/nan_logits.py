@@ -98,6 +98,7 @@ class NanLogits(CrashRule):
 
     code = "SGL406"
     name = "nan-logits"
+    triggers = ("cpp_exception", "fatal_error", "kv_cache_dtype", "logging_error", "nan_logits", "oom", "scheduler_exception", "traceback", "weight_load_end", "args", "crash")
     severity = "error"
     precedence = 20
 

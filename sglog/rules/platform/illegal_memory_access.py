@@ -47,6 +47,7 @@ class IllegalMemoryAccess(CrashRule):
 
     code = "SGL404"
     name = "illegal-memory-access"
+    triggers = ("memory", "crash", "text")
     severity = "error"
     precedence = 40
     signature = "device_fault"

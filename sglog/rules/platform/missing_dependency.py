@@ -56,6 +56,7 @@ class MissingDependency(CrashRule):
 
     code = "SGL402"
     name = "missing-dependency"
+    triggers = ("args", "crash")
     severity = "error"
     precedence = 60
 

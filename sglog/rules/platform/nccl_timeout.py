@@ -46,6 +46,7 @@ class NcclTimeout(CrashRule):
 
     code = "SGL403"
     name = "nccl-timeout"
+    triggers = ("nccl_log", "args", "batches", "crash")
     severity = "error"
     precedence = 30
     signature = "collective_failure"

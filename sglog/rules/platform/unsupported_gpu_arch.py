@@ -75,6 +75,7 @@ class UnsupportedGpuArch(CrashRule):
 
     code = "SGL401"
     name = "unsupported-gpu-arch"
+    triggers = ("crash", "text")
     severity = "error"
     precedence = 50
     signature = "arch_unsupported"

@@ -79,6 +79,7 @@ class RequestTooLong(Rule):
 
     code = "SGL206"
     name = "request-too-long"
+    triggers = ("cpp_exception", "fatal_error", "logging_error", "oom", "request_too_long", "scheduler_exception", "traceback", "args", "memory")
     severity = "warning"
     options = {
         "headroom_gb": Option(5.0, "activation memory that must stay outside the static pool (as kv-pool-starved-by-weights)"),

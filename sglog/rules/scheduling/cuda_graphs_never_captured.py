@@ -45,6 +45,7 @@ class CudaGraphsNeverCaptured(Rule):
 
     code = "SGL205"
     name = "cuda-graphs-never-captured"
+    triggers = ("cuda_graph_bs", "cuda_graph_capture_begin", "cuda_graph_capture_end", "feature_disabled", "server_args", "args", "batches")
     severity = "warning"
     options = {
         "min_rows": Option(5, "decode lines needed for a warning"),

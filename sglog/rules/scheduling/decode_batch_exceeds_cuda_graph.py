@@ -44,6 +44,7 @@ class DecodeBatchExceedsCudaGraph(Rule):
 
     code = "SGL204"
     name = "decode-batch-exceeds-cuda-graph"
+    triggers = ("cuda_graph_bs", "cuda_graph_capture_begin", "cuda_graph_capture_end", "feature_disabled", "server_args", "args", "memory", "batches")
     severity = "warning"
     options = {"min_rows": Option(3, "decode lines above the graphs needed"), "min_share": Option(0.05, "or this share of decode lines")}
 

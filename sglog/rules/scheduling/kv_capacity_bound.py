@@ -48,6 +48,7 @@ class KvCapacityBound(Rule):
 
     code = "SGL203"
     name = "kv-capacity-bound"
+    triggers = ("args", "memory", "batches")
     severity = "warning"
     options = {
         "min_rows": Option(5, "steady decode lines needed"),

@@ -46,6 +46,7 @@ class KvRetraction(Rule):
 
     code = "SGL201"
     name = "kv-retraction"
+    triggers = ("retraction", "args", "batches", "crash")
     severity = "warning"
     options = {
         "min_count": Option(3, "retractions needed before judging the rate"),

@@ -46,6 +46,7 @@ class SchedulerTooConservative(Rule):
 
     code = "SGL202"
     name = "scheduler-too-conservative"
+    triggers = ("args", "memory", "batches")
     severity = "warning"
     options = {"min_rows": Option(10, "steady decode lines needed"), "usage_below": Option(0.9, "token usage that counts as idle"), "share": Option(0.5, "share of lines with idle KV and a queue")}
 

@@ -51,6 +51,7 @@ class AcceptanceDrop(Rule):
 
     code = "SGL601"
     name = "acceptance-drop"
+    triggers = ("batches",)
     severity = "warning"
     options = {
         **change.options(),

@@ -53,6 +53,7 @@ class CacheHitCollapse(Rule):
 
     code = "SGL603"
     name = "cache-hit-collapse"
+    triggers = ("batches",)
     severity = "warning"
     options = {
         **change.options(),

@@ -53,6 +53,7 @@ class QueueGrowth(Rule):
 
     code = "SGL605"
     name = "queue-growth"
+    triggers = ("memory", "batches")
     severity = "warning"
     options = {
         **change.options(),

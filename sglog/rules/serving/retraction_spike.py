@@ -55,6 +55,7 @@ class RetractionSpike(Rule):
 
     code = "SGL604"
     name = "retraction-spike"
+    triggers = ("retraction", "args", "batches")
     severity = "warning"
     options = {
         **change.options(sustain=1),

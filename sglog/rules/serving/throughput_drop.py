@@ -54,6 +54,7 @@ class ThroughputDrop(Rule):
 
     code = "SGL602"
     name = "throughput-drop"
+    triggers = ("batches",)
     severity = "warning"
     options = {
         **change.options(),

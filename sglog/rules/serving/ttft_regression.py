@@ -51,6 +51,7 @@ class TtftRegression(Rule):
 
     code = "SGL606"
     name = "ttft-regression"
+    triggers = ("request_log", "batches")
     severity = "warning"
     options = {
         **change.options(),

@@ -43,6 +43,7 @@ class DraftModelFullTp(Rule):
 
     code = "SGL303"
     name = "draft-model-full-tp"
+    triggers = ("server_args", "args", "batches", "text")
     severity = "info"
 
     def _check(self, run, o) -> Iterator:

@@ -51,6 +51,7 @@ class DraftTreeTooLarge(Rule):
 
     code = "SGL302"
     name = "draft-tree-too-large"
+    triggers = ("server_args", "args", "batches")
     severity = "warning"
     options = {
         "min_marginal": Option(0.1, "smallest worthwhile acceptance probability of the last draft token"),

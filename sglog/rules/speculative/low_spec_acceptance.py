@@ -116,6 +116,7 @@ class LowSpecAcceptance(Rule):
 
     code = "SGL301"
     name = "low-spec-acceptance"
+    triggers = ("server_args", "args", "version", "batches")
     severity = "warning"
     options = {"min_alpha": Option(0.35, "per-position acceptance below which the draft is mismatched"), "min_rows": Option(5, "decode lines with accept len needed")}
 

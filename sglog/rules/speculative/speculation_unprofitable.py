@@ -48,6 +48,7 @@ class SpeculationUnprofitable(Rule):
 
     code = "SGL304"
     name = "speculation-unprofitable"
+    triggers = ("server_args", "args", "batches")
     severity = "warning"
     options = {"max_useless_accept_len": Option(1.05, "accept length that proves no gain"), "min_rows": Option(5, "decode lines needed on each side")}
 
