@@ -58,9 +58,10 @@ def diagnose_runs(runs, select: Iterable[str] | None = None, ignore: Iterable[st
 
 
 def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
-    """Read the text of evidence lines the rules could not carry (batch-frame rows) from their files."""
+    """Read the text of evidence lines the rules could not carry (batch-frame rows) from their files
+    (``inputs.find_lines``: the file up to its last such line, counted in C)."""
     from sglog.errors import InputError
-    from sglog.read.inputs import open_source, opened, read_lines
+    from sglog.read.inputs import find_lines, open_source, opened
 
     wanted: dict[str, set[int]] = {}
     for f in findings:
@@ -74,7 +75,7 @@ def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
         if src is None and file == "-":
             continue
         try:
-            got = read_lines(src or open_source(file), lines)
+            got = find_lines(src or open_source(file), lines)
         except (InputError, OSError):
             continue
         for n, t in got.items():

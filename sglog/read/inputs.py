@@ -875,3 +875,51 @@ def _pieces(head: bytes, block: bytes, end: int, ks: list[int]) -> Iterator[tupl
         stop = block.find(b"\n", pos, end)
         raw = block[pos : end if stop < 0 else stop]
         yield k, (head + raw if piece == 1 and head else raw)
+
+
+FIND_CHUNK_BYTES = 4 << 20  # find_lines reads this much at a time (it stops after the chunk of its last line)
+FIND_STRIDE = 1 << 16  # ... and counts this many bytes' newlines at a time
+
+
+def find_lines(src: Source, numbers: set[int], chunk_bytes: int = FIND_CHUNK_BYTES) -> dict[int, str]:
+    """``read_lines``, reading the input only up to the chunk of its last wanted line, in chunks
+    of ``FIND_CHUNK_BYTES``, and counting each chunk's newlines once, in C, ``FIND_STRIDE`` bytes
+    at a time up to each wanted line (``read_lines`` reads 32 MB chunks, counts each whole and
+    walks every line before a wanted one in Python)."""
+    want = sorted(set(numbers))
+    out: dict[int, str] = {}
+    n = i = 0  # lines before this chunk; the next of ``want``
+    if not want:
+        return out
+    try:
+        for head, block, end in iter_raw_chunks(src, chunk_bytes, partial=True):
+            pos = seen = 0  # block[pos:] is after ``seen`` newlines (a line's start once one is found)
+            while i < len(want):
+                pos, seen = _after_newlines(block, end, pos, seen, want[i] - n - 1)
+                if pos >= end:  # (not in this chunk)
+                    break
+                stop = block.find(b"\n", pos, end)
+                raw = block[pos : end if stop < 0 else stop]
+                out[want[i]] = (head + raw if pos == 0 and head else raw).decode("utf-8", errors="replace").rstrip("\r")
+                i += 1
+            if i == len(want):
+                break
+            n += seen + block.count(b"\n", pos, end)
+    except InputError:
+        pass  # (a stream's kept copy cut short: the lines before the cut)
+    return out
+
+
+def _after_newlines(block: bytes, end: int, pos: int, seen: int, m: int) -> tuple[int, int]:
+    """(where the line after the ``m``-th newline of ``block[:end]`` starts, ``m``), from ``pos``,
+    after the ``seen``-th; ``(end, newlines)`` when ``block[:end]`` has fewer."""
+    while seen < m and pos < end:
+        stop = min(pos + FIND_STRIDE, end)
+        c = block.count(b"\n", pos, stop)
+        if seen + c >= m:
+            while seen < m:
+                pos = block.index(b"\n", pos, stop) + 1
+                seen += 1
+            return pos, seen
+        pos, seen = stop, seen + c
+    return pos, seen
