@@ -1240,13 +1240,13 @@ class Warmup(Event):
 
 class KvTransferFailed(Event):
     kind = "kv_transfer_failed"
-    FIELDS = _k(side=to_lower, transfer_rank=to_int, rid=to_str, bootstrap_room=to_int, exc_type=to_str, exc_message=to_str)
+    FIELDS = _k(side=to_lower, transfer_rank=to_int, rid=to_str, bootstrap_room=to_int, exc_type=to_str, exc_message=to_str, peer_session=to_str)
     TERMS = {
         "KVT_FAILED": _t("side", "transfer_rank", "rid", "bootstrap_room", "exc_type", "exc_message", truncated=False),
         "KVT_TAIL": _t("bootstrap_room", "exc_type", "exc_message", truncated=True),
         "KVT_MESSAGE_TAIL": _t("exc_message", truncated=True),
     }
-    DOC = "PD disaggregation: a request's KV transfer failed on the prefill or decode side (`KVTransferError`)."
+    DOC = "PD disaggregation: a request's KV transfer failed on the prefill or decode side (`KVTransferError`); `peer_session`: the remote Mooncake session the message names."
 
 
 # --- blocks (folded multi-line records) -------------------------------------------
@@ -1388,6 +1388,17 @@ class PdBootstrapFailed(SglangMessage):
         "PD disaggregation could not set up or hand over a request: `stage` (connect, register, fetch_info, "
         "handshake, timeout, engine_init, memory_registration, config), `side` (prefill, decode), `backend`, "
         "and what the message names (`bootstrap_addr`, `status`, `error`, `rid`, `bootstrap_room`, `transfer_rank`)."
+    )
+
+
+class KvMemoryInsufficient(SglangMessage):
+    kind = "kv_memory_insufficient"
+    SOURCE = "catalogue"
+    FIELDS = {**SglangMessage.FIELDS, **_k(mem_fraction_static=to_float, suggested_mem_fraction_static=to_float, minimum_mem_fraction_static=to_float, draft_counted=to_bool)}
+    DOC = (
+        "SGLang's start-up check: the static pool leaves no room for the KV cache (`Not enough memory. Please try to "
+        "increase --mem-fraction-static.`): `mem_fraction_static`; 0.5.14+ also `suggested_mem_fraction_static` (its "
+        "own lower bound), `minimum_mem_fraction_static`, and `draft_counted` (the draft model's weights are in the bound)."
     )
 
 

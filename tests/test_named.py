@@ -48,7 +48,7 @@ def test_every_template_is_in_the_shipped_catalogue(template):
 def test_every_name_is_an_event_kind_with_typed_fields():
     for template, name in {**named.SGLANG, **named.FOREIGN}.items():
         cls = KIND_CLASSES[name.kind]
-        old_wording = name.kind in ("memory_summary", "prefill_batch", "decode_batch")  # a grammar kind's older wordings
+        old_wording = name.kind in ("memory_summary", "prefill_batch", "decode_batch", "kv_transfer_failed")  # a grammar kind's older wordings
         assert name.kind in NAMED_KINDS or old_wording, name.kind
         for f in name.fields:
             assert f is None or f in cls.FIELDS or name.kind == "memory_summary", f"{template!r}: {f} is not in {cls.__name__}.FIELDS"
@@ -74,8 +74,13 @@ HEADS = {
     "Prefill bootstrap failed": (),
     "NIXL memory registration failed": ("NIXL memory registration failed for staging buffer (ptr=0x{}, size={})",),
     "SWA pool": (),
+    "Prefill transfer failed for request": (),
+    "Decode transfer failed for request": (),
     "MLX auxiliary-state cache is too small": (),
     "max_running_requests is capped to {} by the mamba state cache": (),
+    "Not enough memory. Please try to increase --mem-fraction-static": (),
+    "Not enought memory. Please try to increase --mem-fraction-static": (),
+    "Loaded weights leave no GPU memory for the KV cache": (),
     "Rank {}: max_total_num_token=": (),
     "[gpu_id={}] max_total_num_tokens=": (),
     "[rank={}] max_total_num_tokens=": (),
@@ -209,3 +214,23 @@ def test_old_batch_wordings_feed_the_batch_frame(tmp_path):
     rows = run.batches.sort("line").select("kind", "new_seq", "cached_token", "new_token", "queue_req", "running_req", "gen_throughput").rows()
     assert rows == [("prefill_batch", 2, 5, 90, 3, 1, None), ("prefill_batch", 1, 0, 9, 0, 0, None), ("decode_batch", None, None, None, 0, 3, 45.2)]
     assert not {"sum", "arg4", "len_can_run_list"} & set(run.batches.columns)  # the miner's placeholder names stay out
+
+
+def test_sglang_names_its_own_lower_bound_for_the_static_pool(tmp_path):
+    """0.5.14+'s start-up check names the fraction it needs and that the draft weights count: typed
+    fields the memory rules read (they read no message text, #27)."""
+    run = _log(
+        tmp_path,
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.7. Raise --mem-fraction-static above 0.812 "
+        "(minimum viable = 1 - available/pre = 0.7620). If using speculative decoding, draft weights are now counted.\n",
+    )
+    (e,) = [e for e in run.events if e.get("named_kind")]
+    assert e.get("named_kind") == "kv_memory_insufficient"
+    assert e.get("named_fields") == {"mem_fraction_static": 0.7, "suggested_mem_fraction_static": 0.812, "minimum_mem_fraction_static": 0.762, "draft_counted": True}
+
+
+def test_the_catalogue_templates_rules_name_are_shipped():
+    """A rule that recognises an SGLang warning by its catalogue template names one that exists."""
+    from sglog.rules.platform.unsupported_gpu_arch import TORCH_SYMM_MEM_UNSUPPORTED
+
+    assert TORCH_SYMM_MEM_UNSUPPORTED in CATALOGUE

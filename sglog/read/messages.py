@@ -218,7 +218,8 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         )
         return fields
     if kind == "progress":
-        m = _PROGRESS.match(message.strip())
+        # (a bar redrawn with \r is one line: its latest update is its state)
+        m = next((m for seg in reversed(message.split("\r")) if (m := _PROGRESS.match(seg.strip()))), None)
         if m:
             fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=_count(m.group("n")), total=_count(m.group("total")))
             if m.group("unit"):

@@ -159,6 +159,22 @@ DISAGGREGATION: dict[str, Name] = {
     "NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes (e.g. mlx5_0); NIXL appends port 1.": _n("pd_bootstrap_failed", stage="config", backend="nixl"),
 }
 
+# ------------------------------------------------------------------ kv_transfer_failed
+# a request's KV transfer failed (the grammar names today's wording; these are every release's,
+# matched by the catalogue where the grammar's does not fit): side, the rank, the request
+TRANSFERS: dict[str, Name] = {
+    "Prefill transfer failed for request rank={} req.rid={} req.bootstrap_room={} with exception {}": _n("kv_transfer_failed", "transfer_rank", "rid", "bootstrap_room", "exc_message", side="prefill"),
+    "Decode transfer failed for request rank={} decode_req.req.rid={} decode_req.req.bootstrap_room={} with exception {}": _n(
+        "kv_transfer_failed", "transfer_rank", "rid", "bootstrap_room", "exc_message", side="decode"
+    ),
+    "Decode transfer failed for request rank={} decode_req.req.rid={} decode_req.req.bootstrap_room={} with exception {}{}": _n(
+        "kv_transfer_failed", "transfer_rank", "rid", "bootstrap_room", "exc_message", None, side="decode"
+    ),
+    "Decode transfer failed for request rank={} decode_req.req.rid={} decode_req.req.bootstrap_room={}": _n("kv_transfer_failed", "transfer_rank", "rid", "bootstrap_room", side="decode"),
+    "Decode transfer failed for request rank={} decode_req.req.rid={} decode_req.req.bootstrap_room={}{}": _n("kv_transfer_failed", "transfer_rank", "rid", "bootstrap_room", None, side="decode"),
+    "Decode transfer failed for request decode_req.req.rid={} decode_req.req.bootstrap_room={} with exception {}": _n("kv_transfer_failed", "rid", "bootstrap_room", "exc_message", side="decode"),
+}
+
 # ------------------------------------------------------------------ hybrid_pool_full
 # stage: startup (the pool cannot hold one request), capped (it limits concurrency), request (one
 # request does not fit it)
@@ -182,6 +198,19 @@ HYBRID: dict[str, Name] = {
     "MLX auxiliary-state cache is too small to serve any requests: max_mamba_cache_size={} backs only {} concurrent requests per attention-DP worker (per-worker auxiliary-state cap={}, {} slots per request). Increase --max-mamba-cache-size to at least {}, or leave it unset to size the pool from the concurrency cap.": _n(
         "hybrid_pool_full", "pool_slots", "capped_requests", None, "slots_per_request", "needed_slots", pool="mamba", stage="startup"
     ),
+}
+
+# ------------------------------------------------------------------ kv_memory_insufficient
+# SGLang's start-up check that the static pool leaves room for the KV cache, raised; 0.5.14+ names
+# its own lower bound and counts the draft model's weights in it
+MEMORY: dict[str, Name] = {
+    "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={}. Raise --mem-fraction-static above {} (minimum viable = 1 - available/pre = {}). If using speculative decoding, draft weights are now counted.": _n(
+        "kv_memory_insufficient", "mem_fraction_static", "suggested_mem_fraction_static", "minimum_mem_fraction_static", draft_counted=True
+    ),
+    "Not enough memory. Please try to increase --mem-fraction-static. Current value: self.server_args.mem_fraction_static={}": _n("kv_memory_insufficient", "mem_fraction_static"),
+    "Not enough memory. Please try to increase --mem-fraction-static.": _n("kv_memory_insufficient"),
+    "Not enough memory. Please try to increase --mem-fraction-static.{}": _n("kv_memory_insufficient", None),
+    "Not enought memory. Please try to increase --mem-fraction-static.": _n("kv_memory_insufficient"),
 }
 
 # ------------------------------------------------------------------ memory_summary (old wordings)
@@ -213,7 +242,7 @@ BATCHES: dict[str, Name] = {
     ),
 }
 
-SGLANG: dict[str, Name] = {**REQUESTS, **NUMERICS, **DISAGGREGATION, **HYBRID, **SUMMARIES, **BATCHES}
+SGLANG: dict[str, Name] = {**REQUESTS, **NUMERICS, **DISAGGREGATION, **TRANSFERS, **HYBRID, **MEMORY, **SUMMARIES, **BATCHES}
 """SGLang's own messages (catalogue templates) -> what they are."""
 
 FOREIGN: dict[str, Name] = {

@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from sglog.events import BLOCK_KINDS, KIND_CLASSES, RANK_AXES, Event, Rank, make
-from sglog.read import blocks, fastpath, grammar, messages
+from sglog.read import blocks, fastpath, grammar, messages, signatures
 from sglog.read import named as named_messages
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
@@ -315,6 +315,8 @@ class RecordParser:
                 fields["collective"] = coll
         elif kind == "native_backtrace":
             blocks.enrich(kind, fields, lines, rank)
+        elif kind == "kv_transfer_failed":
+            fields.update(signatures.transfer_fields(fields.get("exc_message")))
         return make(kind, fields=_with_ray(fields, ray), **common)
 
     def raised(self, text: str, source: str | None) -> dict[str, Any] | None:
@@ -351,6 +353,8 @@ class RecordParser:
             named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
             if named is not None:
                 out.update(named[1])  # (its field names, not the miner's placeholder names)
+                if named[0] == "kv_transfer_failed":
+                    out.update(signatures.transfer_fields(out.get("exc_message")))
             else:
                 for name, value in m.fields.items():
                     out[name if name not in out else f"arg_{name}"] = value

@@ -10,6 +10,9 @@ Each signature is a set of phrases, matched case-insensitively against the error
 fields (exception types and messages of the whole chain, a C++ ``what()``, a log line's message),
 never against the frames or the block's layout; a few are read from the exception type or the
 frames instead (``missing_module``, ``arch_unsupported`` from torch's symmetric-memory table).
+
+Beside the signatures, ``causes`` (``CAUSES``) name the part that failed -- the kernel, backend or
+layer -- from the same texts and the frames' modules, for rules whose advice depends on it.
 """
 
 from __future__ import annotations
@@ -70,8 +73,38 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "memory_imbalance": ("memory capacity is unbalanced",),
 }
 
+# What an error names as the part that failed, finer than its signature: the kernel, backend or
+# layer whose fix differs (rules choose their advice by cause: a Triton fp8 kernel on an sm_86
+# card and a Blackwell-only attention kernel are both ``arch_unsupported``, fixed by different
+# flags).  Phrases (lower case) are matched against the error's typed texts and, for
+# ``FRAME_CAUSES``, against its frames' files and functions: the failing layer is often named only
+# by the module it raised in (torch/_dynamo, custom_all_reduce.py).  The order is documentation only.
+CAUSES: dict[str, tuple[str, ...]] = {
+    # arch_unsupported: which kernel or library has no build for this GPU
+    "triton_fp8e4nv": ("fp8e4nv",),
+    "torch_symm_mem": ("torchsymmmemcommunicator", "torch_symm_mem"),
+    "blackwell_only_kernel": ("trtllm", "tllmgen", "only supported on blackwell", "backends are supported on blackwell"),
+    "flashinfer": ("flashinfer",),
+    "cuda_arch_list": ("no supported cuda architectures found", "requires gpus with sm"),
+    "no_kernel_image": ("no kernel image is available",),
+    # capture_failed: which layer broke a CUDA-graph capture
+    "custom_all_reduce": ("custom_all_reduce", "custom allreduce", "cudaipc", "ipc handle"),
+    "torch_compile": ("dynamo", "inductor", "torch.compile", "torch._"),
+    "piecewise_graph": ("piecewise",),
+    "capture_collective": ("operation not permitted when stream is capturing", "operation failed due to a previous error during capture"),
+    "nccl": ("nccl",),
+    # collective_failure: the network under the collective, or NVSHMEM instead of NCCL
+    "network": ("network", "socket", "connection", "remote process"),
+    "nvshmem": ("nvshmem",),
+}
+
+# the causes a frame's module or function names as well as a message (``torch/_dynamo/...``,
+# ``custom_all_reduce.py``); the others only from messages (a frame in
+# multiprocessing/connection.py is no network failure)
+FRAME_CAUSES = frozenset({"triton_fp8e4nv", "torch_symm_mem", "blackwell_only_kernel", "flashinfer", "custom_all_reduce", "torch_compile", "piecewise_graph"})
+
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
-_MODULE = re.compile(r"No module named '([^']+)'|cannot import name '([^']+)'|([A-Za-z][\w.]*) is not installed", re.I)
+_MODULE = re.compile(r"No module named '([^']+)'|cannot import name '([^']+)'(?: from '([^']+)')?|([A-Za-z][\w.]*) is not installed", re.I)
 
 
 def texts(fields: dict[str, Any]) -> list[str]:
@@ -90,6 +123,36 @@ def of_text(text: str) -> list[str]:
     return [name for name, phrases in PHRASES.items() if any(p in low for p in phrases)]
 
 
+def causes_of(text: str) -> list[str]:
+    """The cause names whose phrases occur in ``text``, in table order."""
+    low = text.lower()
+    return [name for name, phrases in CAUSES.items() if any(p in low for p in phrases)]
+
+
+def frame_names(fields: dict[str, Any]) -> list[str]:
+    """The files and functions of an error's frames (Python and C++), as text to read causes from."""
+    frames = list(fields.get("frames") or ())
+    if isinstance(fields.get("raised_from"), dict):
+        frames.append(fields["raised_from"])
+    return [f"{f.get('file') or ''} {f.get('function') or ''}" for f in frames if isinstance(f, dict)]
+
+
+def describe(text: str) -> dict[str, list[str]]:
+    """``signatures`` and ``causes`` of a single message (a log line's, a warning's)."""
+    return {"signatures": of_text(text), "causes": causes_of(text)}
+
+
+_PEER_SESSION = re.compile(r"mooncake session (\S+?) is not alive", re.I)
+
+
+def transfer_fields(message: str | None) -> dict[str, Any]:
+    """What a failed KV transfer's exception message names: ``peer_session``, the remote Mooncake
+    session (``ip:port``) that was not alive (SGLang's `KVTransferError`: `Decode instance could
+    be dead, remote mooncake session 10.99.91.49:15366 is not alive`)."""
+    m = _PEER_SESSION.search(message or "")
+    return {"peer_session": m.group(1)} if m else {}
+
+
 def exception_types(fields: dict[str, Any]) -> list[str]:
     """The short names of the exception types of an error (the chain's, else its own)."""
     types = [str(x.get("type") or "") for x in fields.get("exceptions") or ()] + [str(fields.get("exc_type") or "")]
@@ -97,7 +160,7 @@ def exception_types(fields: dict[str, Any]) -> list[str]:
 
 
 def classify(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """``signatures`` (and ``missing_module``) of an error event's fields, to add to them."""
+    """``signatures``, ``causes`` (and ``missing_module``) of an error event's fields, to add to them."""
     found = of_text("\n".join(texts(fields)))
     types = exception_types(fields)
     out: dict[str, Any] = {}
@@ -106,10 +169,19 @@ def classify(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
         m = _MODULE.search("\n".join(texts(fields)))
         if m:
             out["missing_module"] = next(g for g in m.groups() if g)
+            if m.group(3):  # (cannot import name 'x' from 'package.module')
+                out["missing_from"] = m.group(3)
+    causes = causes_of("\n".join(texts(fields)))
+    causes += [c for c in causes_of("\n".join(frame_names(fields))) if c in FRAME_CAUSES]
     # older builds index torch symmetric memory's size table by the major version: KeyError: 12 on SM12x
     if "KeyError" in types and any("torch_symm_mem" in str(f.get("file") or "") for f in fields.get("frames") or ()):
         found.append("arch_unsupported")
+        causes.append("torch_symm_mem")
+    for text in texts(fields):
+        out.update(transfer_fields(text))
     out["signatures"] = _unique(found)
+    if causes:  # (set only when the error names one)
+        out["causes"] = _unique(causes)
     return out
 
 

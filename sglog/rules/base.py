@@ -372,10 +372,13 @@ def nearby_line_evidence(run, e, patterns: Iterable[str], before: int = 5) -> Ev
     return None
 
 
-def pick_remedy(text: str, remedies: Iterable[tuple[Any, dict[str, str | None], str]], default: tuple[dict[str, str | None], str]) -> tuple[dict[str, str | None], str]:
-    """(args, advice) of the first remedy whose pattern (a string or a tuple of them) occurs in `text`; `default` if none does."""
-    for pats, args, advice in remedies:
-        if any(p in text for p in ((pats,) if isinstance(pats, str) else pats)):
+def pick_remedy(found: Iterable[str], remedies: Iterable[tuple[Any, dict[str, str | None], str]], default: tuple[dict[str, str | None], str]) -> tuple[dict[str, str | None], str]:
+    """(args, advice) of the first remedy one of whose names (a string or a tuple of them) is in
+    ``found`` -- the causes the reader named (``Crash.causes``), or typed values such as a missing
+    module's name; ``default`` if none is."""
+    have = set(found)
+    for names, args, advice in remedies:
+        if any(n in have for n in ((names,) if isinstance(names, str) else names)):
             return dict(args), advice
     return default
 

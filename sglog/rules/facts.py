@@ -68,6 +68,7 @@ class Crash:
     truncated: bool  # the traceback's exception line is missing
     fanout: tuple = ()  # what followed from it: SIGQUIT, "child failed", dead ranks, the same error on other ranks
     signatures: tuple[str, ...] = ()  # failure classes its words name (sglog/read/signatures.py), with the lines just before it
+    causes: tuple[str, ...] = ()  # the part that failed (signatures.CAUSES: a kernel, backend or layer), with the lines just before it
 
 
 def crash(run) -> Crash | None:
@@ -95,7 +96,7 @@ def _crash(run) -> Crash | None:
     phase = crash_phase(run, rc)
     text = context_text(run, rc)
     truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
-    return Crash(rc, phase, text, truncated, fanout_of(run, rc), crash_signatures(run, rc))
+    return Crash(rc, phase, text, truncated, fanout_of(run, rc), crash_signatures(run, rc), crash_causes(run, rc))
 
 
 CONTEXT_LINES = 5  # lines above an error whose words count as its own (a HIP/HSA abort line, a NCCL WARN)
@@ -112,6 +113,24 @@ def crash_signatures(run, rc) -> tuple[str, ...]:
             continue
         found += e.get("signatures") or signatures.of_text(str(e.get("message") or e.text or ""))
     return tuple(dict.fromkeys(found))
+
+
+def crash_causes(run, rc) -> tuple[str, ...]:
+    """The causes (``signatures.CAUSES``) of the root cause and of the error lines just above it."""
+    return tuple(dict.fromkeys(c for e in _with_context(run, rc) for c in event_causes(e)))
+
+
+def event_causes(e) -> list[str]:
+    """An event's causes: an error block's, as the reader set them; a line's, from its message."""
+    from sglog.read import signatures
+
+    if e.get("causes") is not None:
+        return list(e.get("causes"))
+    return signatures.causes_of(str(e.get("message") or e.get("exc_message") or ""))
+
+
+def _with_context(run, rc) -> list:
+    return [rc] + [e for e in run.events_between(rc.file, rc.line - CONTEXT_LINES, rc.line) if e is not rc and e.kind not in ("blank", "http_access", "progress", "python_warning")]
 
 
 FANOUT_KINDS = ("sigquit", "sigquit_handler", "scheduler_dead", "process_killed")

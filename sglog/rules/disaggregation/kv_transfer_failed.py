@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import polars as pl
@@ -19,9 +18,6 @@ KV_TRANSFER_PATTERNS = (
     "failed to get kvcache from prefill instance",
     "failed due to an unknown reason from another rank",
 )
-
-
-_MOONCAKE_SESSION = re.compile(r"mooncake session (\S+?) is not alive")
 
 
 def _ranges(xs) -> str:
@@ -170,7 +166,7 @@ class KvTransferFailed(Rule):
                 r = e.rank.tp
             if side and r is not None:
                 sides.setdefault(side, set()).add(int(r))
-        sessions = sorted({m.group(1) for e in fails for m in _MOONCAKE_SESSION.finditer(e.text or "")})
+        sessions = sorted({str(e.get("peer_session")) for e in fails if e.get("peer_session")})  # (the reader's: sglog/read/signatures.py)
         hosts = sorted({x.rsplit(":", 1)[0] for x in sessions})
         errors = [m for m in ((e.get("exc_message") or "").strip() for e in fails) if m]
         first_err = errors[0] if errors else first_line(fails[0].text).strip()

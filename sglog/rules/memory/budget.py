@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from sglog.findings import Evidence
 from sglog.rules.base import event_evidence, gb
 
@@ -48,12 +46,6 @@ def oom_numbers(e) -> str:
     if e.get("capacity_gb") is not None:
         parts.append(f"of {gb(e.get('capacity_gb'))}")
     return ", ".join(parts)
-
-
-def suggested_above(text: str) -> float | None:
-    """SGLang 0.5.14+ names its own lower bound: `Raise --mem-fraction-static above 0.812`."""
-    m = re.search(r"above (\d\.\d+)", text)
-    return float(m.group(1)) if m else None
 
 
 def summary_evidence(run) -> list[Evidence]:

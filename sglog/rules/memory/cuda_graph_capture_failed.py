@@ -9,16 +9,17 @@ from sglog.rules import facts
 from sglog.rules.base import exception_evidence, pick_remedy, text_line_evidence
 from sglog.rules.ownership import CONTEXT, SIGNATURE, CrashRule
 
+# (causes, as the reader names them: sglog/read/signatures.py CAUSES; args patch, why)
 _CAPTURE_REMEDIES = (
     (
-        ("custom_all_reduce", "custom allreduce", "cudaipc", "ipc handle"),
+        ("custom_all_reduce",),
         {"--disable-custom-all-reduce": "true"},
         "The custom all-reduce kernels failed inside capture: disable them (NCCL is used instead).",
     ),
-    (("dynamo", "inductor", "torch.compile", "torch._"), {"--enable-torch-compile": None}, "torch.compile failed inside capture: drop --enable-torch-compile."),
-    (("piecewise",), {"--disable-piecewise-cuda-graph": "true"}, "The piecewise (prefill) graphs failed: disable them; decode graphs stay."),
+    (("torch_compile",), {"--enable-torch-compile": None}, "torch.compile failed inside capture: drop --enable-torch-compile."),
+    (("piecewise_graph",), {"--disable-piecewise-cuda-graph": "true"}, "The piecewise (prefill) graphs failed: disable them; decode graphs stay."),
     (
-        ("operation not permitted when stream is capturing", "operation failed due to a previous error during capture", "nccl"),
+        ("capture_collective", "nccl"),
         {"--disable-custom-all-reduce": "true"},
         "A collective broke the capture (custom all-reduce or an NCCL override such as NCCL_ALGO): disable custom all-reduce and unset NCCL_ALGO.",
     ),
@@ -84,7 +85,7 @@ class CudaGraphCaptureFailed(CrashRule):
         hint = text_line_evidence(rc, "Capture cuda graph failed") or text_line_evidence(rc, "graph failed")
         if hint is not None:
             ev.append(hint)
-        args, why = pick_remedy(c.text, _CAPTURE_REMEDIES, ({"--disable-cuda-graph": "true"}, "Get the server up without CUDA graphs while the capture error is reported upstream."))
+        args, why = pick_remedy(c.causes, _CAPTURE_REMEDIES, ({"--disable-cuda-graph": "true"}, "Get the server up without CUDA graphs while the capture error is reported upstream."))
         where = f" on {rc.rank.label}" if rc.rank else ""
         if c.truncated:
             fn = next((f for f in reversed(facts.frame_functions(rc)) if f), None)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules import facts
 from sglog.rules.base import Option, event_evidence, exception_evidence, floor_to
 from sglog.rules.ownership import SIGNATURE, CrashRule
-
-_CAPTURE_PROGRESS = re.compile(r"bs=(\d+)\s+avail_mem=([\d.]+)\s*GB")
 
 
 class CudaGraphCaptureOom(CrashRule):
@@ -68,8 +65,8 @@ class CudaGraphCaptureOom(CrashRule):
         begin = facts.last_before(run, "cuda_graph_capture_begin", rc)
         progress = None
         for e in run.events_of("progress"):
-            if (e.file, e.line) < (rc.file, rc.line) and _CAPTURE_PROGRESS.search(e.text or ""):
-                progress = e
+            if (e.file, e.line) < (rc.file, rc.line) and e.get("bs") is not None and e.get("avail_mem") is not None:
+                progress = e  # (the capture bar's latest update: `Capturing batches (bs=N avail_mem=X GB)`, typed by the reader)
         ev = []
         if begin is not None:
             ev.append(event_evidence(begin))
@@ -81,9 +78,7 @@ class CudaGraphCaptureOom(CrashRule):
         a_c = begin.get("avail_mem") if begin is not None else None
         bs_reached = avail = None
         if progress is not None:
-            hits = _CAPTURE_PROGRESS.findall(progress.text or "")
-            if hits:
-                bs_reached, avail = int(hits[-1][0]), float(hits[-1][1])
+            bs_reached, avail = int(progress.get("bs")), float(progress.get("avail_mem"))
         basis = ""
         n = None
         if a_c is not None and bs_reached and avail is not None and a_c - avail > 0.05:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from sglog.findings import Fix
 from sglog.rules import facts
 from sglog.rules.base import Option, ceil_to, exception_evidence, floor_to, fmt_frac
-from sglog.rules.memory.budget import GiB, budget_evidence, suggested_above, total_gb
+from sglog.rules.memory.budget import GiB, budget_evidence, total_gb
+from sglog.rules.memory.sglang_check import sglang_bound, suggested_above
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
 
@@ -91,6 +92,7 @@ class DraftModelExceedsStaticPool(CrashRule):
         "cuda_graph_capture_end",
         "feature_disabled",
         "kv_cache_allocated",
+        "kv_memory_insufficient",
         "memory_pool_end",
         "memory_summary",
         "oom",
@@ -163,9 +165,9 @@ class DraftModelExceedsStaticPool(CrashRule):
         if g_assumed:
             assumptions.append(g_assumed)
         h = min(o["headroom_gb"], o["headroom_share"] * T)
-        draft_counted = "draft weights are now counted" in c.text
+        draft_counted = bool(sglang_bound(c).get("draft_counted"))
         mfs_min = (used + kv_min + ((w_d + k_d) if draft_counted else 0.0)) / T
-        above = suggested_above(c.text)
+        above = suggested_above(c)
         if above is not None:
             mfs_min = max(mfs_min, above)
         outside = h + g + (0.0 if draft_counted else w_d + k_d)

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from sglog.findings import Fix
 from sglog.rules import facts
 from sglog.rules.base import Option, ceil_to, exception_evidence, floor_to
-from sglog.rules.memory.budget import GiB, budget_evidence, suggested_above, total_gb
+from sglog.rules.memory.budget import GiB, budget_evidence, total_gb
+from sglog.rules.memory.sglang_check import suggested_above
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
 
@@ -52,7 +53,7 @@ class KvPoolStarvedByWeights(CrashRule):
 
     code = "SGL102"
     name = "kv-pool-starved-by-weights"
-    triggers = ("kv_cache_allocated", "memory_pool_end", "memory_summary", "server_args", "weight_load_begin", "weight_load_end", "args", "memory", "crash")
+    triggers = ("kv_cache_allocated", "kv_memory_insufficient", "memory_pool_end", "memory_summary", "server_args", "weight_load_begin", "weight_load_end", "args", "memory", "crash")
     severity = "error"
     precedence = 70
     options = {
@@ -79,7 +80,7 @@ class KvPoolStarvedByWeights(CrashRule):
         mfs = m.mem_fraction_static
         mfs_txt = f"--mem-fraction-static {mfs:.2f}" if mfs is not None else "--mem-fraction-static"
         if not T or m.avail_after_weights_gb is None:
-            above = suggested_above(c.text)
+            above = suggested_above(c)
             msg = f"Startup failed: the weights leave no memory for the KV cache under {mfs_txt}."
             if above is not None:
                 new = ceil_to(above + 0.005)
@@ -109,7 +110,7 @@ class KvPoolStarvedByWeights(CrashRule):
             kv_need = o["min_kv_gb_if_unknown"]
             kv_src = f"{kv_need:.1f} GB (assumed: no KV line in the log)"
         new = ceil_to((used + kv_need) / T)
-        above = suggested_above(c.text)
+        above = suggested_above(c)
         if above is not None:
             new = max(new, ceil_to(above + 0.005))
         headroom = min(o["headroom_gb"], o["headroom_share"] * T)

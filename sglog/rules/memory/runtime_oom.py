@@ -77,10 +77,10 @@ class RuntimeOom(CrashRule):
         last = tail[-1] if tail else None
         phase = rc.get("phase")
         if phase not in ("prefill", "decode"):
-            fns = " ".join(facts.frame_functions(rc)).lower()
-            if "prefill" in c.text or "extend" in fns or "prefill" in fns:
+            fns = " ".join(facts.frame_functions(rc)).lower()  # (the reader's phase is None without SGLang frames: the functions of the others)
+            if "extend" in fns or "prefill" in fns:
                 phase = "prefill"
-            elif "decode" in c.text or "decode" in fns:
+            elif "decode" in fns:
                 phase = "decode"
             elif last is not None:
                 phase = "prefill" if last.get("kind") == "prefill_batch" else "decode"

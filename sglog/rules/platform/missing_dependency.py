@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules.base import exception_evidence, exception_line, pick_remedy
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
+# (packages, as ``_package`` spells a module's top-level name, args patch, what to do)
 _DEPENDENCY_REMEDIES = (
     ("deepep", {"--moe-a2a-backend": None}, "Install DeepEP (github.com/deepseek-ai/deepep) or drop --moe-a2a-backend deepep (the default all-to-all needs no extra package)."),
     ("mooncake", {}, "Install the Mooncake transfer engine (pip install mooncake-transfer-engine) or choose another --disaggregation-transfer-backend."),
@@ -17,12 +17,14 @@ _DEPENDENCY_REMEDIES = (
         {"--attention-backend": "triton", "--sampling-backend": "pytorch"},
         "Install flashinfer matching the torch/CUDA version, or avoid it: --attention-backend triton --sampling-backend pytorch.",
     ),
-    ("sgl_kernel", {}, "Install sgl-kernel matching the SGLang version (pip install sgl-kernel==<version>)."),
+    ("sglkernel", {}, "Install sgl-kernel matching the SGLang version (pip install sgl-kernel==<version>)."),
     ("vllm", {}, "This quantization or model path imports vLLM: install the vLLM version SGLang pins, or use a format SGLang supports natively."),
 )
 
 
-_MODULE = re.compile(r"No module named '([^']+)'|([A-Za-z][\w.\-]*) is not installed|cannot import name '([^']+)' from '([^']+)'")
+def _package(module: str) -> str:
+    """A module's top-level package, as the remedies name it: ``deep_ep.buffer`` -> ``deepep``."""
+    return module.split(".", 1)[0].lower().replace("_", "").replace("-", "")
 
 
 class MissingDependency(CrashRule):
@@ -68,10 +70,9 @@ class MissingDependency(CrashRule):
         if c is None:
             return
         rc = c.event
-        text = "\n".join(f"{x.get('message') or ''}" for x in rc.get("exceptions") or []) or (rc.get("exc_message") or "")
-        m = _MODULE.search(text)
-        module = next((g for g in m.groups() if g), None) if m else None
-        args, what = pick_remedy(c.text, _DEPENDENCY_REMEDIES, ({}, f"Install the missing package{f' ({module})' if module else ''} in the server's environment."))
+        module = rc.get("missing_module")  # (the reader's: sglog/read/signatures.py)
+        packages = [_package(str(m)) for m in (module, rc.get("missing_from")) if m]
+        args, what = pick_remedy(packages, _DEPENDENCY_REMEDIES, ({}, f"Install the missing package{f' ({module})' if module else ''} in the server's environment."))
         if "--moe-a2a-backend" in args and run.args and run.args.get("moe_a2a_backend") in (None, "none"):
             args = {}
         exc = exception_line(rc)

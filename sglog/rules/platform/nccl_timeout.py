@@ -68,8 +68,8 @@ class NcclTimeout(CrashRule):
         ev = [event_evidence(e) for e in warns[:2]] + exception_evidence(rc)
         multi = (
             (run.parallelism.get("nnodes") or 1) > 1
-            or facts.has_any(c.text, ("network", "socket", "connection", "remote process"))
-            or any(facts.has_any((e.text or "").lower(), ("socket", "connection", "network")) for e in warns)
+            or "network" in c.causes  # (the reader's causes: sglog/read/signatures.py)
+            or any("network" in facts.event_causes(e) for e in warns)
         )
         if multi:
             fix = Fix(
@@ -92,7 +92,7 @@ class NcclTimeout(CrashRule):
             what = (rc.get("exc_message") or "").split("\n")[0]
             msg = f"A collective failed{where}: {(rc.get('exc_type') or 'NCCL')}: {what[:160]}".rstrip(": ")
         else:
-            lib = "NVSHMEM" if any("nvshmem" in (e.text or "").lower() for e in warns) else "NCCL"
+            lib = "NVSHMEM" if any("nvshmem" in facts.event_causes(e) for e in warns) else "NCCL"
             first = warns[0].get("message") or (warns[0].text or "")
             msg = f"{lib} failed before the crash ({len(warns)} error/warning lines, first: {first.strip()[:120]}); the processes then exited ({rc.get('exc_type') or rc.kind})."
         yield self.finding(run, msg, ev, fix)

@@ -10,30 +10,35 @@ from sglog.rules import facts
 from sglog.rules.base import event_evidence, exception_evidence, exception_line, nearby_line_evidence, pick_remedy
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
-# (patterns, args patch, what to do)
+# (causes, as the reader names them: sglog/read/signatures.py CAUSES; args patch, what to do)
 _ARCH_REMEDIES = (
     (
-        ("fp8e4nv",),
+        ("triton_fp8e4nv",),
         {"--kv-cache-dtype": "fp8_e5m2"},
         "Triton on this GPU (sm_80/sm_86) cannot emit fp8 e4m3: use --kv-cache-dtype fp8_e5m2 with the Triton backend, or --attention-backend flashinfer.",
     ),
-    (("torchsymmmemcommunicator", "torch_symm_mem", "keyerror: 12"), {"--enable-torch-symm-mem": None}, "Torch symmetric memory supports only SM90/SM100: drop --enable-torch-symm-mem."),
+    (("torch_symm_mem",), {"--enable-torch-symm-mem": None}, "Torch symmetric memory supports only SM90/SM100: drop --enable-torch-symm-mem."),
     (
-        ("trtllm", "tllmgen", "only supported on blackwell", "backends are supported on blackwell"),
+        ("blackwell_only_kernel",),
         {"--attention-backend": "triton"},
         "The chosen attention kernels exist only for SM100 (B200): use --attention-backend triton on this GPU.",
     ),
     (
-        ("flashinfer", "no supported cuda architectures found", "requires gpus with sm"),
+        ("flashinfer", "cuda_arch_list"),
         {"--attention-backend": "triton", "--sampling-backend": "pytorch"},
         "FlashInfer's JIT cannot build for this GPU (needs a CUDA >= 12.9 toolkit for SM12x): use --attention-backend triton and --sampling-backend pytorch, or install a newer CUDA toolkit (CUDA_HOME).",
     ),
     (
-        ("no kernel image is available",),
+        ("no_kernel_image",),
         {},
         "The installed kernels were not built for this GPU architecture: install a build (wheel or image) for it, or a backend that JIT-compiles (--attention-backend triton).",
     ),
 )
+
+
+# SGLang's warning (0.5.4.post3-) that torch symmetric memory has no support for this GPU: a
+# catalogue template, matched by the reader
+TORCH_SYMM_MEM_UNSUPPORTED = "TorchSymmMemCommunicator: Device capability {} not supported, communicator is not available."
 
 
 class UnsupportedGpuArch(CrashRule):
@@ -75,7 +80,7 @@ class UnsupportedGpuArch(CrashRule):
 
     code = "SGL401"
     name = "unsupported-gpu-arch"
-    triggers = ("crash", "text")
+    triggers = ("sglang_message", "crash", "text")  # (text: the line of the error naming the architecture, for evidence)
     severity = "error"
     precedence = 50
     signature = "arch_unsupported"
@@ -91,7 +96,7 @@ class UnsupportedGpuArch(CrashRule):
             arch_line = nearby_line_evidence(run, rc, PHRASES[self.signature])
             if arch_line is not None and all(arch_line.line != x.line for x in ev):
                 ev.append(arch_line)
-            args, what = pick_remedy(c.text, _ARCH_REMEDIES, ({}, "Use a backend built for this GPU."))
+            args, what = pick_remedy(c.causes, _ARCH_REMEDIES, ({}, "Use a backend built for this GPU."))
             detail = arch_line.text.strip() if arch_line is not None and arch_line.text else exception_line(rc)
             if "torch_symm_mem" in " ".join(facts.frame_files(rc)) and arch_line is None:
                 detail = f"TorchSymmMemCommunicator raised {detail} (its size table has no entry for this GPU's major version)"
@@ -99,8 +104,8 @@ class UnsupportedGpuArch(CrashRule):
             yield self.finding(run, msg, ev, Fix(summary=what, args=args, safety=self.fix_safety))
             return
         # a warning the server survives: torch symmetric memory unavailable
-        for e in run.events if run.mentions("TorchSymmMemCommunicator: Device capability") else ():
-            if "TorchSymmMemCommunicator: Device capability" in (e.text or "") and "not supported" in (e.text or ""):
+        for e in run.events_of("sglang_message"):
+            if e.get("template") == TORCH_SYMM_MEM_UNSUPPORTED:
                 msg = "Torch symmetric memory is not available on this GPU (it supports SM90/SM100 only): --enable-torch-symm-mem has no effect."
                 fix = Fix(summary="Drop --enable-torch-symm-mem on this GPU.", args={"--enable-torch-symm-mem": None}, safety="None: the communicator was already disabled.")
                 yield self.finding(run, msg, [event_evidence(e)], fix, severity="warning")

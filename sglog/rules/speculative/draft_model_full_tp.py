@@ -43,7 +43,7 @@ class DraftModelFullTp(Rule):
 
     code = "SGL303"
     name = "draft-model-full-tp"
-    triggers = ("server_args", "args", "batches", "text")
+    triggers = ("feature_disabled", "server_args", "args", "batches")
     severity = "info"
 
     def _check(self, run, o) -> Iterator:
@@ -54,7 +54,8 @@ class DraftModelFullTp(Rule):
         if tp < 2:
             return
         ev = spec_evidence(run)
-        pcie = next((e for e in run.events if "PCIe" in (e.text or "") and "allreduce" in (e.text or "").lower()), None) if run.mentions("PCIe") else None
+        # (SGLang's reason for switching custom all-reduce off, a typed field of its line)
+        pcie = next((e for e in run.events_of("feature_disabled") if e.get("feature") == "custom_allreduce" and "PCIe" in str(e.get("reason") or "")), None)
         if pcie is not None:
             ev.append(event_evidence(pcie))
         steps, _, _ = facts.spec_steps(run)
