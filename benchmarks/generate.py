@@ -497,10 +497,7 @@ def generate_lines(n: int, seed: int = 0) -> Iterator[str]:
                 order = ranks[:]
                 rng.shuffle(order)
                 for r in order:
-                    pending.append(
-                        f"{clock.text}{tp[r]}KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
-                        f"#new_tokens_gained: {gained}, #new_token_ratio: {old:.4f} -> {new:.4f}"
-                    )
+                    pending.append(f"{clock.text}{tp[r]}KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, #new_tokens_gained: {gained}, #new_token_ratio: {old:.4f} -> {new:.4f}")
                 running = max(1, running - retracted)
             elif x < _CUM[4]:
                 r = rng.randrange(RANKS)
@@ -572,6 +569,19 @@ def ensure_standard(data: Path = DATA, *, five_m: bool = True, quiet: bool = Fal
         gzip_copy(data / "sglang-1m.log", gz)
     out["sglang-1m.log.gz"] = gz
     return out
+
+
+GB_LINES = 5_450_000  # ~185 bytes a line: a log of just over 1 GB (1e9 bytes)
+
+
+def ensure_gb(data: Path = DATA, *, quiet: bool = False) -> Path:
+    """The 1 GB benchmark log (``sglang-1gb.log``), written if missing."""
+    p = data / "sglang-1gb.log"
+    if not p.exists():
+        if not quiet:
+            print(f"generating {p} ({GB_LINES:,} lines, ~1 GB)", file=sys.stderr, flush=True)
+        write_log(p, GB_LINES, 7)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:

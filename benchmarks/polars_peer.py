@@ -38,14 +38,32 @@ KINDS = {
         rf"^Decode batch, #running-req: (?P<running_req>{_I}), #token: (?P<token>{_I}), token usage: (?P<token_usage>{_F}), "
         rf"accept len: (?P<accept_len>{_F}), accept rate: (?P<accept_rate>{_F}), cuda graph: (?P<cuda_graph>True|False), "
         rf"gen throughput \(token/s\): (?P<gen_throughput>{_F}), #queue-req: (?P<queue_req>{_I})",
-        {"running_req": pl.Int64, "token": pl.Int64, "token_usage": pl.Float64, "accept_len": pl.Float64, "accept_rate": pl.Float64, "cuda_graph": pl.Boolean, "gen_throughput": pl.Float64, "queue_req": pl.Int64},
+        {
+            "running_req": pl.Int64,
+            "token": pl.Int64,
+            "token_usage": pl.Float64,
+            "accept_len": pl.Float64,
+            "accept_rate": pl.Float64,
+            "cuda_graph": pl.Boolean,
+            "gen_throughput": pl.Float64,
+            "queue_req": pl.Int64,
+        },
     ),
     "prefill_batch": (
         "Prefill batch",
         rf"^Prefill batch, #new-seq: (?P<new_seq>{_I}), #new-token: (?P<new_token>{_I}), #cached-token: (?P<cached_token>{_I}), "
         rf"token usage: (?P<token_usage>{_F}), #running-req: (?P<running_req>{_I}), #queue-req: (?P<queue_req>{_I}), "
         rf"input throughput \(token/s\): (?P<input_throughput>{_F}), cuda graph: (?P<cuda_graph>True|False)",
-        {"new_seq": pl.Int64, "new_token": pl.Int64, "cached_token": pl.Int64, "token_usage": pl.Float64, "running_req": pl.Int64, "queue_req": pl.Int64, "input_throughput": pl.Float64, "cuda_graph": pl.Boolean},
+        {
+            "new_seq": pl.Int64,
+            "new_token": pl.Int64,
+            "cached_token": pl.Int64,
+            "token_usage": pl.Float64,
+            "running_req": pl.Int64,
+            "queue_req": pl.Int64,
+            "input_throughput": pl.Float64,
+            "cuda_graph": pl.Boolean,
+        },
     ),
     "http_access": (
         "INFO:",

@@ -2,6 +2,7 @@
 
     python benchmarks/run.py                 # 1M, 5M and .gz logs (generated if missing), 3 runs each
     python benchmarks/run.py --runs 5 --no-5m
+    python benchmarks/run.py --runs 1 --only-1gb   # every command on a 1 GB log: time, lines/s, peak RSS
     make bench BENCH_ARGS="--runs 1"
 
 For every file it times, as subprocesses: ``sglog events --stats``, ``sglog
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -260,7 +261,7 @@ def bench_files(paths: list[Path], runs: int, diag: bool) -> dict[Path, list[dic
             warm(path)
             samples[i].append(run_once(argv, **kw))
     out: dict[Path, list[dict]] = {path: [] for path in paths}
-    for i, (path, (name, argv, kw, note)) in enumerate(jobs):
+    for i, (path, (name, argv, _kw, note)) in enumerate(jobs):
         m = summarise(argv, samples[i])
         if name.startswith("sglog diagnose") and not m["ok"]:
             note = f"sglog diagnose failed (exit {m['runs'][-1]['code']}): timed sglog.load(path) instead"
@@ -269,6 +270,40 @@ def bench_files(paths: list[Path], runs: int, diag: bool) -> dict[Path, list[dic
         m.update(tool=name, note=note)
         out[path].append(m)
     return out
+
+
+def gb_tools(path: Path, out: Path) -> list[tuple[str, list[str], dict, str]]:
+    """Each command on the 1 GB log (the memory target of #28: each peaks at <= 1.5 GB), its
+    outputs written under ``out`` (a report without images: their rendering does not grow with
+    the log)."""
+    s = sglog_cmd()
+    return [
+        ("sglog events --stats", s + ["events", "--stats", str(path)], {}, ""),
+        ("sglog events -f parquet", s + ["events", "-f", "parquet", "-o", str(out / "events.parquet"), str(path)], {}, "every event, to a file"),
+        ("sglog events -f jsonl", s + ["events", "-f", "jsonl", "-o", str(out / "events.jsonl"), str(path)], {}, "every event, to a file"),
+        ("sglog diagnose", s + ["diagnose", str(path)], {"ok_codes": (0, 1)}, ""),
+        ("sglog timeline -f parquet", s + ["timeline", "-f", "parquet", "-o", str(out / "timeline.parquet"), str(path)], {}, "10 s windows"),
+        ("sglog report --no-images", s + ["report", "--no-images", "-o", str(out / "report"), str(path)], {"ok_codes": (0, 1)}, "Markdown, chart specs and HTML"),
+    ]
+
+
+def bench_gb(path: Path, runs: int) -> list[dict]:
+    """Every command on the 1 GB log, ``runs`` times in rounds (a slow spell hits them alike)."""
+    out = Path(tempfile.mkdtemp(prefix="sglog-bench-1gb-"))
+    atexit.register(shutil.rmtree, out, True)
+    tools = gb_tools(path, out)
+    samples: list[list[dict]] = [[] for _ in tools]
+    for r in range(runs):
+        for i, (name, argv, kw, _note) in enumerate(tools):
+            print(f"  round {r + 1}/{runs}: {path.name}: {name} ...", file=sys.stderr, flush=True)
+            warm(path)
+            samples[i].append(run_once(argv, **kw))
+    rows = []
+    for (name, argv, _kw, note), got in zip(tools, samples):
+        m = summarise(argv, got)
+        m.update(tool=name, note=note)
+        rows.append(m)
+    return rows
 
 
 def warm(path: Path) -> None:
@@ -343,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="runs per measurement (median is reported)")
     ap.add_argument("--no-5m", action="store_true", help="skip the 5M-line log")
+    ap.add_argument("--no-1gb", action="store_true", help="skip the 1 GB log (every command on it: time, lines/s, peak RSS)")
+    ap.add_argument("--only-1gb", action="store_true", help="only the 1 GB rows (and the targets they check)")
     ap.add_argument("--sample-lines", type=int, default=20_000, help="lines for the fast == lark-only check (0: skip)")
     ap.add_argument("--out", type=Path, default=HERE / "results.json")
     ap.add_argument("--data", type=Path, default=generate.DATA)
@@ -352,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     diag = diagnose_available()
     run_once(sglog_cmd() + ["diagnose", str(files["sglang-small.log"])], ok_codes=(0, 1))  # warm-up: bytecode, lark cache
     doc: dict = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -374,8 +411,12 @@ def main(argv: list[str] | None = None) -> int:
     # (with the 5M log in rounds of its own, a run's 5M/1M ratios were 4.9 and 5.2 for sglog and
     # 6.2 for the naive peer, whose work is linear: its 5M rounds had met a slower spell)
     order = ["sglang-1m.log", "sglang-5m.log", "sglang-1m.log.gz"]
-    groups = [["sglang-1m.log", "sglang-1m.log.gz", "sglang-5m.log"]]
+    groups = [] if args.only_1gb else [["sglang-1m.log", "sglang-1m.log.gz", "sglang-5m.log"]]
     measured: dict[str, list[dict]] = {}
+    if not args.no_1gb:
+        files["sglang-1gb.log"] = generate.ensure_gb(args.data)
+        order.append("sglang-1gb.log")
+        measured["sglang-1gb.log"] = bench_gb(files["sglang-1gb.log"], args.runs)
     for group in groups:
         paths = [files[name] for name in group if name in files]
         if paths:
@@ -396,6 +437,13 @@ def main(argv: list[str] | None = None) -> int:
             r["mb_per_s"] = size / 1e6 / r["median_s"]
             r["x_grep"] = r["median_s"] / grep["median_s"] if grep else None
             doc["results"].append(r)
+
+    if args.only_1gb:
+        doc["targets"] = check_targets(doc)
+        args.out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        print_report(doc, diag)
+        print(f"\nwritten: {args.out}")
+        return 0
 
     # start-up and a small log
     small = files["sglang-small.log"]
@@ -466,6 +514,9 @@ def check_targets(doc: dict) -> dict:
                 item["target"] += ", reported only"
                 item["info"] = True
             out[f"diagnose_1m_vs_{tag}"] = item
+    for r in (r for r in doc["results"] if r["file"] == "sglang-1gb.log"):
+        key = "1gb_rss_mb_" + r["tool"].removeprefix("sglog ").split(" --")[0].replace(" -f ", "_").replace(" ", "_")
+        out[key] = {"value": round(r["peak_rss_mb"]), "target": f"< {TARGETS['rss_5m_mib']:,.0f} MiB (1.5 GB)", "ok": r["ok"] and r["peak_rss_mb"] < TARGETS["rss_5m_mib"]}
     startup = {r["tool"]: r for r in doc.get("startup", [])}
     h = startup.get("sglog --help")
     if h:
