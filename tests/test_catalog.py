@@ -349,7 +349,8 @@ def test_the_shipped_index_is_that_of_its_templates():
     data = json.loads(gzip.decompress(catalog._shipped().read_bytes()))
     assert data["index"] == catalog.build_index(data["templates"], len(data["releases"]))  # (written by `make catalog`: tools/catalog/mine.py)
     cat = catalog.load()
-    assert isinstance(cat._raw.templates, catalog._Lines)  # read lazily
+    assert cat.releases == tuple(data["releases"]) and cat.vllm_releases == tuple(data["vllm_releases"])
+    assert len(cat) and isinstance(cat._raw.templates, catalog._Lines)  # (its templates are decoded when needed)
     kept, pieces = _old_index(data)
     cat._build()
     assert list(cat._raw) == kept and [list(g) for g in cat._pieces] == pieces
@@ -370,7 +371,8 @@ def test_an_indexed_file_matches_as_one_without(tmp_path):
     path = tmp_path / "indexed.json.gz"
     path.write_bytes(mine.dumps(data))
     indexed, plain = catalog.load(path), Catalogue(data)
-    assert isinstance(indexed._raw.templates, catalog._Lines) and indexed.dropped == plain.dropped and len(indexed) == len(plain)
+    assert indexed._body is not None and indexed.releases == plain.releases and indexed.vllm_releases == plain.vllm_releases  # (its head only)
+    assert indexed.dropped == plain.dropped and len(indexed) == len(plain) and isinstance(indexed._raw.templates, catalog._Lines)
     kept, _pieces = _old_index(data)
     assert list(indexed._raw) == kept == list(plain._raw)
     for message in [
@@ -398,3 +400,15 @@ def test_a_corrupt_index_or_template_line_names_the_file(tmp_path):
     cat = catalog.load(bad)  # (a template is decoded when a message needs it)
     with pytest.raises(CatalogueError, match="bad-line.json.gz"):
         cat.match("Load weight begin. avail mem=1 GB")
+
+
+def test_the_releases_are_read_without_the_templates():
+    """sglog.formats asks the catalogue only for its releases: load() reads the shipped file's
+    head, and the rest when a template is first needed."""
+    catalog._cache.clear()
+    try:
+        cat = catalog.load()
+        assert cat._body is not None and cat.releases[0] == "0.1.3" and cat.release_index("0.5.9") is not None
+        assert cat.match("Load weight begin. avail mem=75.12 GB") is not None and cat._body is None
+    finally:
+        catalog._cache.clear()

@@ -37,7 +37,7 @@ import json
 import re
 import threading
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -388,42 +388,76 @@ class Catalogue:
     ``total`` templates were read; ``dropped`` counts those too generic to keep, by reason.
     """
 
-    def __init__(self, data: Mapping[str, Any], path: str = "<data>") -> None:
+    def __init__(self, data: Mapping[str, Any], path: str = "<data>", body: Callable[[], Mapping[str, Any]] | None = None) -> None:
         if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
             schema = data.get("schema") if isinstance(data, Mapping) else None
             raise CatalogueError(f"message catalogue {path}: schema {schema!r}, expected {SCHEMA}")
         self.path = path
         self.releases: tuple[str, ...] = tuple(data["releases"])
         self.vllm_releases: tuple[str, ...] = tuple(data.get("vllm_releases") or ())
+        keys = [version_key(r) for r in self.releases]
+        self._release_keys = sorted((k, i) for i, k in enumerate(keys) if k is not None)
+        self._automaton: Any = None
+        self._pieces: list[list[int]] = []
+        self._lock = threading.Lock()
+        # ``body``: the whole catalogue, read when a template is first needed (``data`` is then
+        # its head: the releases, all that sglog.formats asks for)
+        self._body = body
+        if body is None:
+            self._take(data)
+
+    def _take(self, data: Mapping[str, Any]) -> None:
         templates = data["templates"]
-        self.total = len(templates)
+        self._total = len(templates)
         index = data.get("index")
         if index is None:
-            index = build_index(templates, len(self.releases), path)
-        elif len(index["order"]) + sum(index["dropped"].values()) != self.total:
-            raise CatalogueError(f"message catalogue {path}: its index counts {len(index['order'])} kept and {sum(index['dropped'].values())} dropped templates of {self.total}")
-        self.dropped: dict[str, int] = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0} | dict(index["dropped"])
+            index = build_index(templates, len(self.releases), self.path)
+        elif len(index["order"]) + sum(index["dropped"].values()) != self._total:
+            raise CatalogueError(f"message catalogue {self.path}: its index counts {len(index['order'])} kept and {sum(index['dropped'].values())} dropped templates of {self._total}")
+        self._dropped: dict[str, int] = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0} | dict(index["dropped"])
         # the kept templates in preference order (the most specific first, then the newest; match()
         # takes the first), read from ``templates`` only when a message needs them
         self._raw: _Kept = _Kept(templates, index["order"])
         self._index = index
         self._made: list[_Template | None] = [None] * len(self._raw)
-        keys = [version_key(r) for r in self.releases]
-        self._release_keys = sorted((k, i) for i, k in enumerate(keys) if k is not None)
-        self._automaton: Any = None
-        self._pieces: list[tuple[int, ...]] = []
-        self._lock = threading.Lock()
+
+    def _ready(self) -> None:
+        """Read the templates and the index, when ``load`` left them for later."""
+        if self._body is None:
+            return
+        with self._lock:
+            if self._body is not None:
+                data = self._body()
+                if not isinstance(data, Mapping) or data.get("schema") != SCHEMA or tuple(data.get("releases") or ()) != self.releases:
+                    raise CatalogueError(f"message catalogue {self.path}: its head and its body disagree")
+                self._take(data)
+                self._body = None
+
+    @property
+    def total(self) -> int:
+        """How many templates the catalogue has, kept or not."""
+        self._ready()
+        return self._total
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """The templates too generic to keep, by reason."""
+        self._ready()
+        return self._dropped
 
     def __len__(self) -> int:
+        self._ready()
         return len(self._raw)
 
     def sources(self) -> list[str]:
         """The ``module:line`` of every kept template (which files print SGLang's messages)."""
+        self._ready()
         return [r["s"] for r in self._raw]
 
     def _build(self) -> Any:
         """The automaton of the templates' key pieces (each cut to ``KEY_CHARS``: as selective,
         and a trie a fraction of the size to build; the pieces are the index's)."""
+        self._ready()
         with self._lock:
             if self._automaton is None:
                 a = ahocorasick.Automaton(ahocorasick.STORE_INTS)
@@ -529,14 +563,48 @@ def _read(p: Path) -> Catalogue:
     except OSError as e:
         raise CatalogueError(f"message catalogue {p}: cannot read it ({e.strerror or type(e).__name__})") from None
     try:
-        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-        data = _indexed(text, str(p))
-        if data is None:
-            data = json.loads(text)
-        return Catalogue(data, str(p))
+        head = _head(raw)
+        if head is not None:  # (the generator's file: the rest is read when a template is needed)
+            return Catalogue(head, str(p), body=lambda: _whole(raw, p))
+        return Catalogue(_whole(raw, p), str(p))
     except CatalogueError:
         raise
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+    except _CORRUPT as e:
+        raise CatalogueError(f"message catalogue {p}: corrupt ({type(e).__name__}: {str(e)[:100]})") from None
+
+
+_CORRUPT = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError)
+_HEAD_BYTES = 1 << 14  # the compressed bytes whose text holds a shipped file's head (its releases: ~3 kB)
+
+
+def _head(raw: bytes) -> dict[str, Any] | None:
+    """The head of a catalogue the generator wrote (``mine.dumps``: ``{"schema": 1, "releases":
+    [...], "vllm_releases": [...], "index": ...``), from the first bytes of its gzip stream; None
+    for any other file (read whole)."""
+    if raw[:2] != b"\x1f\x8b":
+        return None
+    try:
+        text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw[:_HEAD_BYTES], 1 << 16)
+    except zlib.error:
+        return None
+    cut = text.find(b',"index":')
+    if not text.startswith(b'{"schema":') or cut < 0:
+        return None
+    try:
+        head = json.loads(text[:cut] + b"}")
+    except ValueError:
+        return None
+    return head if isinstance(head, dict) and isinstance(head.get("releases"), list) else None
+
+
+def _whole(raw: bytes, p: Path) -> Any:
+    """The whole catalogue: the generator's layout with its templates undecoded (``_indexed``),
+    else the JSON read whole."""
+    try:
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        data = _indexed(text, str(p))
+        return json.loads(text) if data is None else data
+    except _CORRUPT as e:
         raise CatalogueError(f"message catalogue {p}: corrupt ({type(e).__name__}: {str(e)[:100]})") from None
 
 
