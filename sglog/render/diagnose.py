@@ -334,10 +334,16 @@ def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str
     """A rule's documentation as Markdown (what ``sglog explain`` prints); each option with the
     value in effect and where it comes from (``overrides`` from the configuration file ``source``)."""
     from sglog.rules import DOC_SECTIONS
+    from sglog.rules.base import example_case
 
     out = [f"# {rule.code} {rule.name} ({rule.severity})", "", rule.summary, ""]
     for section in DOC_SECTIONS:
-        out += [f"## {section}", "", rule.doc.get(section, "").strip(), ""]
+        text = rule.doc.get(section, "").strip()
+        if section == "Example":
+            title, text = example_case(text)
+            if title:
+                text = f'From the case "{title}" (tests/rules/{rule.name}.cases):\n\n{text}'
+        out += [f"## {section}", "", text, ""]
     out += ["## Triggers", "", triggers_text(rule), ""]
     if rule.options:
         out += ["## Options", ""]

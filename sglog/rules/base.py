@@ -14,6 +14,11 @@ holds the documentation sections `sglog explain` prints::
     ## Fix safety
     ## Example
 
+The `Example` section starts with ``Case: <title>``, a case of the rule's
+``tests/rules/<rule-name>.cases``: tests/test_rule_examples.py runs that case
+and checks the section's backticked quotes against the case's lines and the
+finding (see :func:`example_case`).
+
 Args patches map SGLang flags to values: `"0.88"`; `None` removes the
 flag; `"true"` turns on a switch that takes no value (`--disable-custom-all-reduce`).
 
@@ -93,6 +98,19 @@ def parse_doc(docstring: str | None) -> tuple[str, dict[str, str]]:
     for i in range(1, len(parts) - 1, 2):
         sections[parts[i].strip()] = parts[i + 1].strip()
     return summary, sections
+
+
+_CASE = re.compile(r"Case:\s*(.+?)\s*(?:\n\s*\n|\Z)", re.S)
+
+
+def example_case(example: str) -> tuple[str | None, str]:
+    """(title, text) of an `Example` section: the title of the case it describes (its first
+    paragraph, ``Case: <title of a case in tests/rules/<rule-name>.cases>``, which
+    tests/test_rule_examples.py runs) and the text after it; (None, the section) without one."""
+    m = _CASE.match(example.strip())
+    if m is None:
+        return None, example.strip()
+    return " ".join(m.group(1).split()), example.strip()[m.end() :].strip()
 
 
 class Rule:

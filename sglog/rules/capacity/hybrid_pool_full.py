@@ -68,9 +68,13 @@ class HybridPoolFull(CrashRule):
     which wastes memory for short windows.
 
     ## Example
-    Gemma-style SWA model, decode lines at `swa token usage: 1.00` with `full
-    token usage: 0.45` on 12 lines and 3 retractions, ratio 0.8 ->
-    `--swa-full-tokens-ratio 1.0` (0.8 x 0.9 / 0.45 = 1.6, capped at 1).
+    Case: SWA pool full while the full pool is at 0.45 (decode line format of corpus 015, SGLang 0.5.16), with retractions
+
+    A Gemma-3 SWA model with `swa_full_tokens_ratio=0.8`: decode lines at `swa
+    token usage: 1.00` with `full token usage: 0.45` and a retraction: the SWA
+    pool `is full on 6 batch lines` while the full pool `peaks at 0.45`, so
+    sglog suggests `--swa-full-tokens-ratio 1.00` (0.8 x 0.90 / 0.45 = 1.6,
+    capped at 1).
     """
 
     code = "SGL113"

@@ -48,9 +48,13 @@ class KvPoolSmallerThanRequest(Rule):
     `--context-length` refuses longer prompts up front.
 
     ## Example
-    `max_total_num_tokens=1378, ..., context_len=4096` on a 24 GB card with
-    `mem_fraction_static=0.80`: 2,718 more tokens at 160 KB -> `--mem-fraction-static
-    0.82`, or `--context-length 1024`.
+    Case: a pool of 29,163 tokens for a 32,768-token context (SGLang 0.4.6 formats): the fraction that holds one full request
+
+    `KV Cache is allocated. #tokens: 29163` on a 23.2 GB card with
+    `mem_fraction_static=0.8` and `context_len=32768`: the pool `holds 29,163
+    tokens`, less than one full-context request, so sglog suggests
+    `--mem-fraction-static 0.82` = `0.80 + 0.44 GB (3,605 tokens x 128.0 KB) / T
+    23.2 GB`, `at most 0.90`.
     """
 
     code = "SGL112"

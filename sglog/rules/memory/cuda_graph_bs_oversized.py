@@ -47,8 +47,12 @@ class CudaGraphBsOversized(Rule):
     throughput.
 
     ## Example
-    `cuda_graph_max_bs=512`, graphs 3.1 GB, decode p99 running 96 ->
-    `--cuda-graph-max-bs 96` frees ~2.5 GB (~36,000 KV tokens).
+    Case: graphs up to 512 for a single-stream workload (story item 2)
+
+    `cuda_graph_max_bs=512`, `Capture cuda graph end ... mem usage=3.10 GB`, and
+    the decode lines run one request at a time (`p99 1`): sglog suggests
+    `--cuda-graph-max-bs 8`, which `frees ~3.05 GB` (`~49,989 more KV tokens`),
+    and `--mem-fraction-static 0.91` to give it to the KV pool.
     """
 
     code = "SGL105"

@@ -58,8 +58,11 @@ class CudaGraphCaptureFailed(CrashRule):
     throughput: a workaround, not a fix.
 
     ## Example
+    Case: a collective broke the capture: disable custom all-reduce, never touch memory
+
     `Capture cuda graph failed: CUDA error: operation not permitted when stream
-    is capturing` -> `--disable-custom-all-reduce`.
+    is capturing`: a collective broke the capture, `lowering memory settings will
+    not help` -> `--disable-custom-all-reduce`.
     """
 
     code = "SGL104"

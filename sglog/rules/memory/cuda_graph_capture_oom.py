@@ -42,9 +42,13 @@ class CudaGraphCaptureOom(CrashRule):
     lower fraction shrinks the KV pool.
 
     ## Example
-    `Capture cuda graph begin ... avail mem=6.10 GB` then `Capturing batches
-    (bs=512 avail_mem=0.13 GB)` and `CUDA out of memory` -> 5.97 GB for bs 512,
-    11.9 MB per size -> `--cuda-graph-max-bs 336` fits in 6.10 - 2 GB.
+    Case: OOM at the largest batch size: project the graph cost and cap the sizes
+
+    `Capture cuda graph begin ... avail mem=6.10 GB`, then `Capturing batches
+    (bs=512 avail_mem=0.13 GB)` and `CUDA out of memory`: the graphs took
+    `5.97 GB used by bs 512 (11.9 MB per size)`, so sglog suggests
+    `--cuda-graph-max-bs 336`, which fits in the `6.10 GB free at capture start,
+    keeping 2 GB`.
     """
 
     code = "SGL103"

@@ -77,10 +77,14 @@ class DraftModelExceedsStaticPool(CrashRule):
     of the next run (5-8 GB is the target).
 
     ## Example
-    EAGLE-3 on 8 x 96 GB: the target uses 72.3 GB of `T` = 94 GB; auto
-    `mem_fraction_static=0.76` reserves 71.4 GB, less than the weights, and the
-    server dies with `Not enough memory`.  sglog suggests
-    `--mem-fraction-static 0.89` (window 0.80-0.90); 0.88 is what worked.
+    Case: EAGLE-3 with the automatic fraction 0.76 dies in init_memory_pool (the story)
+
+    EAGLE-3 on 8 x 96 GB: `Load weight begin. avail mem=94.04 GB`, then `Load
+    weight end ... mem usage=72.33 GB`.  The automatic `mem_fraction_static=0.76`
+    reserves `71.5 of 94.0 GB`, less than the `72.3 GB` the target weights use,
+    and the server dies with `Not enough memory`.  sglog suggests
+    `--mem-fraction-static 0.89` (feasible window `0.80-0.90`); 0.88 is what
+    worked.
     """
 
     code = "SGL101"

@@ -35,8 +35,12 @@ class KvHeadroomTooSmall(Rule):
     A lower fraction shrinks the KV pool: fewer concurrent tokens.
 
     ## Example
-    `available_gpu_mem=2.10 GB` on `T` = 78.5 GB with 0.90 ->
-    `0.90 - (6 - 2.1) / 78.5` -> `--mem-fraction-static 0.85`.
+    Case: 2.1 GB free after startup
+
+    `available_gpu_mem=2.10 GB` in the ready line with `mem_fraction_static=0.9`
+    on a card with `T` = 78.5 GB: sglog suggests `--mem-fraction-static 0.85` =
+    `0.90 - (6.0 - 2.10) GB / T 78.5 GB`, or `--chunked-prefill-size 4096` with
+    the fraction kept.
     """
 
     code = "SGL107"

@@ -36,8 +36,12 @@ class KvHeadroomWasted(Rule):
     inputs need more activation memory: raise in steps and watch for OOMs.
 
     ## Example
-    `available_gpu_mem=16.4 GB` on `T` = 78.5 GB with 0.80:
-    `0.80 + (16.4 - 6) / 78.5 = 0.932`, rounded down -> `--mem-fraction-static 0.93`.
+    Case: 16.4 GB free after startup
+
+    `available_gpu_mem=16.40 GB` in the ready line with `mem_fraction_static=0.8`
+    on a card with `T` = 78.5 GB: `~10.4 GB could hold KV cache`, and sglog
+    suggests `--mem-fraction-static 0.93` = `0.80 + (16.40 - 6) GB / T 78.5 GB`
+    (0.932, rounded down to 0.01).
     """
 
     code = "SGL106"

@@ -46,9 +46,14 @@ class KvPoolStarvedByWeights(CrashRule):
     `--context-length` rejects longer prompts.
 
     ## Example
-    `Load weight begin. avail mem=23.2 GB` then `Load weight end ... avail
-    mem=5.1 GB` with `mem_fraction_static=0.78`: 0.78 x 23.2 = 18.1 GB, all of
-    it weights -> `--mem-fraction-static 0.87` = (18.1 + 2 GB of KV) / 23.2.
+    Case: weights fill the static pool: Not enough memory, raise the fraction
+
+    `Load weight begin. avail mem=23.20 GB` then `Load weight end ... avail
+    mem=5.10 GB, mem usage=18.10 GB` with `mem_fraction_static=0.78`: the
+    fraction reserves `18.1 of 23.2 GB`, all of it weights, and the server dies
+    with `Not enough memory`.  sglog suggests `--mem-fraction-static 0.87` =
+    `(weights 18.1 GB + KV 2.0 GB ... / T 23.2 GB` (the KV share assumed: the log
+    has no KV line), `at most 0.90`.
     """
 
     code = "SGL102"

@@ -39,8 +39,13 @@ class RuntimeOom(CrashRule):
     lower running cap limits concurrency (requests queue).
 
     ## Example
-    `Prefill batch. #new-token: 16384` then `torch.OutOfMemoryError` with
-    `chunked_prefill_size=16384` and 5.2 GB free -> `--chunked-prefill-size 2048`.
+    Case: a 16k-token prefill runs out of memory
+
+    `Prefill batch, #new-seq: 1, #new-token: 16384` while serving, then
+    `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB`, with
+    `available_gpu_mem=5.20 GB` after startup: sglog suggests
+    `--chunked-prefill-size 2048` (`half of 8192, halved until 1.5 MB x 2048 = 3.0
+    GB fits in available 5.20 GB - 2 GB`).
     """
 
     code = "SGL108"

@@ -38,9 +38,12 @@ class StartupOom(CrashRule):
     weights alone nearly fill the GPU, no fraction is enough: use more GPUs.
 
     ## Example
-    `Memory pool end. avail mem=0.49 GB` then `torch.OutOfMemoryError` in
-    `init_attention_backend` on a 23.56 GB card with 0.97 -> lower the fraction
-    by 0.15 -> `--mem-fraction-static 0.82`.
+    Case: the attention workspace does not fit after the pools (fraction too high)
+
+    `Memory pool end. avail mem=0.49 GB`, then `torch.OutOfMemoryError` in
+    `init_attention_backend` on a 23.56 GB card with `mem_fraction_static=0.97`:
+    sglog suggests `--mem-fraction-static 0.82` = `0.97 - (4 - 0.49) GB / T 23.56
+    GB`.
     """
 
     code = "SGL111"

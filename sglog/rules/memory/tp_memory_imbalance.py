@@ -40,8 +40,13 @@ class TpMemoryImbalance(CrashRule):
     may hurt someone else's job.
 
     ## Example
-    TP0-TP6 `avail mem=78.50 GB`, TP7 `avail mem=62.10 GB`: 21% imbalance,
-    16.4 GB wasted on each of the other ranks.
+    Case: one GPU has 16 GB less free memory (another process)
+
+    A TP2 server: `TP0] Load weight begin. avail mem=78.50 GB`, `TP1] Load weight
+    begin. avail mem=62.10 GB`: the ranks differ by `21%`, the pools are sized to
+    the smallest and `16.40 GB per GPU is wasted`; sglog says to free that GPU
+    (`nvidia-smi: stop the other process`) or exclude it with
+    `CUDA_VISIBLE_DEVICES`.
     """
 
     code = "SGL109"

@@ -34,9 +34,12 @@ class WeightsExceedGpuMemory(CrashRule):
     much slower per token.
 
     ## Example
-    `Load weight begin. avail mem=31.42 GB` then `CUDA out of memory. Tried to
-    allocate 384.00 MiB. GPU 1 has a total capacity of 31.86 GiB of which 124.00
-    MiB is free` on TP2 -> `--tp 4`.
+    Case: OOM while the weights load
+
+    A TP2 server: `Load weight begin. avail mem=31.42 GB`, then in `load_weights`
+    `CUDA out of memory. Tried to allocate 384.00 MiB. GPU 1 has a total capacity
+    of 31.86 GiB of which 124.00 MiB is free`: `the model does not fit on 2 GPUs`
+    -> `--tp 4`, a quantized checkpoint or `--cpu-offload-gb`.
     """
 
     code = "SGL110"

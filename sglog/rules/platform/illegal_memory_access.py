@@ -40,9 +40,13 @@ class IllegalMemoryAccess(CrashRule):
     `--disable-cuda-graph` are for diagnosis only (much slower).
 
     ## Example
-    `HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware
-    exception` in the sampler of a ROCm TP2 server with fraction 0.85 ->
-    `--mem-fraction-static 0.80`.
+    Case: ROCm hardware exception before a fatal abort
+
+    A ROCm server serving decode batches: `HSA_STATUS_ERROR_EXCEPTION: An HSAIL
+    operation resulted in a hardware exception`, then `Fatal Python error:
+    Aborted`, with `mem_fraction_static=0.85`: an out-of-memory in disguise is the
+    common cause, so sglog suggests `--mem-fraction-static 0.80` and
+    `CUDA_LAUNCH_BLOCKING=1` to locate the kernel.
     """
 
     code = "SGL404"

@@ -52,8 +52,12 @@ class MissingDependency(CrashRule):
     (slower at large EP); the Triton backend can be slower than FlashInfer.
 
     ## Example
+    Case: DeepEP selected but not installed
+
     `ImportError: DeepEP is not installed. Please install DeepEP package from
-    https://github.com/deepseek-ai/deepep.` with `--moe-a2a-backend deepep`.
+    https://github.com/deepseek-ai/deepep.` at startup: sglog says to install
+    DeepEP (`github.com/deepseek-ai/deepep`) or drop `--moe-a2a-backend` (`the
+    default all-to-all needs no extra package`).
     """
 
     code = "SGL402"

@@ -39,9 +39,15 @@ class NcclTimeout(CrashRule):
     Environment variables are not flags: set them in the launch environment.
 
     ## Example
-    `RuntimeError: NCCL error: remote process exited or there was a network
-    error` on 16 ranks of a 2-node TP16 launch after `socketPollConnect ...
-    Connection refused` -> check the interface and init address.
+    Case: two nodes cannot reach each other
+
+    A TP16 launch over two nodes: `NCCL WARN socketPollConnect: connect to
+    10.99.91.49<41345> returned Connection refused`, then `RuntimeError: NCCL
+    error: remote process exited or there was a network error` on TP10 in
+    `init_distributed_environment`: a network or rendezvous failure, so sglog
+    says to rerun with `NCCL_DEBUG=INFO`, pin the interface with
+    `NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME` and check that `--dist-init-addr` is
+    reachable from every node.
     """
 
     code = "SGL403"

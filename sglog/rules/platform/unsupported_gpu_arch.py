@@ -73,9 +73,13 @@ class UnsupportedGpuArch(CrashRule):
     feature (page size > 1); fp8_e5m2 keeps less precision than e4m3.
 
     ## Example
-    `ValueError("type fp8e4nv not supported in this architecture. The
-    supported fp8 dtypes are ('fp8e4b15', 'fp8e5')")` in Triton decode
-    attention on an RTX 3090 -> `--kv-cache-dtype fp8_e5m2`.
+    Case: Triton cannot emit fp8e4nv on sm_86
+
+    `ValueError("type fp8e4nv not supported in this architecture. The supported
+    fp8 dtypes are ('fp8e4b15', 'fp8e5')")` in Triton's `decode_attention_fwd_grouped`:
+    Triton on this GPU (`sm_80/sm_86`) cannot emit fp8 e4m3, so sglog suggests
+    `--kv-cache-dtype fp8_e5m2` with the Triton backend, or `--attention-backend
+    flashinfer`.
     """
 
     code = "SGL401"

@@ -70,11 +70,16 @@ class RequestTooLong(Rule):
     `--mem-fraction-static` leaves less memory for activations and CUDA graphs.
 
     ## Example
+    Case: corpus 218 (sgl-project/sglang #4048), tail only: 160,062 tokens against the allowed maximum 59,862, logged by two ranks
+
     `Input length (160062 tokens) exceeds the maximum allowed length (59862
-    tokens)` on TP1 and TP5 of a DeepSeek-R1 TP8 server launched with
-    `--context-length 163840`: the allowed maximum is the KV pool (~59,868
-    tokens), not the context -> grow the pool (the fraction for 160,068
-    tokens) or cut the prompt.
+    tokens)` on TP5 and TP1 of a DeepSeek-R1 TP8 server: `1 request refused
+    (logged by TP5, TP1)`.  The excerpt shows `neither the context length nor the
+    KV pool`, so sglog explains that the allowed maximum is the smaller of the
+    two: if the KV pool binds, a higher `--mem-fraction-static` (or
+    `--kv-cache-dtype fp8_e4m3`) raises it; otherwise cut the prompt `to at most
+    59,862 tokens`.  (The issue's server was launched with a context length of
+    163,840: there the pool bound.)
     """
 
     code = "SGL206"

@@ -39,8 +39,12 @@ class CudaGraphsNeverCaptured(Rule):
     consumer cards, new architectures) it can fail: keep the flag there.
 
     ## Example
-    `disable_cuda_graph=True` and 40 decode lines with `cuda graph: False` at
-    1-4 running requests -> drop `--disable-cuda-graph`.
+    Case: --disable-cuda-graph is set (a choice: info)
+
+    `disable_cuda_graph=True` and 8 decode lines with `cuda graph: False` at
+    `#running-req: 2`: `All 8 decode lines ran without CUDA graphs`, a choice
+    reported as info; sglog suggests dropping `--disable-cuda-graph` if the
+    platform supports graphs.
     """
 
     code = "SGL205"

@@ -42,8 +42,12 @@ class KvCapacityBound(Rule):
     accuracy on some models; data parallelism needs more GPUs.
 
     ## Example
-    Token usage 0.94 with 5 queued requests on every decode line ->
-    `--kv-cache-dtype fp8_e4m3`.
+    Case: the pool is full and requests queue (16-bit KV cache)
+
+    Decode lines at `token usage: 0.95` with `#queue-req: 20` and
+    `kv_cache_dtype='auto'`: `throughput is bound by KV capacity`, and sglog
+    suggests `--kv-cache-dtype fp8_e4m3` to fit about twice the tokens in the
+    same memory.
     """
 
     code = "SGL203"

@@ -40,8 +40,12 @@ class KvRetraction(Rule):
     concurrency, slightly lower throughput when retraction was rare.
 
     ## Example
-    42 retractions in 6 minutes of serving with conservativeness 1.0 ->
-    `--schedule-conservativeness 1.3`.
+    Case: six retractions in a minute of serving
+
+    `KV cache pool is full. Retract requests. #retracted_reqs: 2` six times in a
+    minute of serving at `token usage: 0.97`: the pool `filled up 6 times (6.0 per
+    minute)`, `retracting 12 running requests`, and sglog suggests
+    `--schedule-conservativeness 1.3` (from 1).
     """
 
     code = "SGL201"

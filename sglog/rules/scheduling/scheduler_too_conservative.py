@@ -40,8 +40,12 @@ class SchedulerTooConservative(Rule):
     with speculative decoding, needs graphs for the larger batches.
 
     ## Example
-    Token usage 0.45 with 30 queued requests in 80% of decode lines ->
-    `--schedule-conservativeness 0.3`.
+    Case: requests queue at 45% token usage
+
+    Decode lines at `token usage: 0.45` with `#queue-req: 30`: requests queue
+    `while the KV cache is only 45% used in 100% of steady decode lines`, and
+    sglog suggests `--schedule-conservativeness 0.3` (from 1, SGLang's tuning
+    guide).
     """
 
     code = "SGL202"

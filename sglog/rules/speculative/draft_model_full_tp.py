@@ -37,8 +37,12 @@ class DraftModelFullTp(Rule):
     Halving TP doubles the weights per GPU; only possible when they fit.
 
     ## Example
-    `tp_size=8, speculative_algorithm='EAGLE3'` on 8 PCIe GPUs: each of the 5
-    draft steps all-reduces across 8 GPUs.
+    Case: EAGLE-3 on TP8 over PCIe (story item 5)
+
+    `tp_size=8` and `speculative_algorithm='EAGLE3'` on PCIe GPUs: `each of the 5
+    draft steps all-reduces across 8 GPUs over PCIe`.  SGLang has no separate
+    draft TP: sglog suggests fewer draft steps, or `--tp 4 --dp 2` if the weights
+    fit in half the GPUs.
     """
 
     code = "SGL303"

@@ -44,9 +44,12 @@ class DraftTreeTooLarge(Rule):
     real concurrency before and after.
 
     ## Example
-    5 steps with accept length 2.10 -> a = 0.53, a^4 = 0.08 < 0.1 ->
-    `--speculative-num-steps 3 --speculative-eagle-topk 1
-    --speculative-num-draft-tokens 4` (expected accept length 1.97).
+    Case: 5 steps at accept len 2.10: steps 4 and 5 rarely pay (story item 3)
+
+    5 steps with a median accept length of `2.10`: `53% per-position
+    acceptance`, so `token 4 onward is accepted less than 10% of the time`.
+    sglog suggests `--speculative-num-steps 3 --speculative-eagle-topk 1
+    --speculative-num-draft-tokens 4` (`expected accept length 1.97 vs 2.10`).
     """
 
     code = "SGL302"

@@ -110,8 +110,14 @@ class LowSpecAcceptance(Rule):
     changes nothing else on the command line.
 
     ## Example
-    EAGLE-3, 5 steps, `accept len: 1.18` (a = 0.16) -> the draft is not
-    predicting this target; 3 and 10 steps give the same picture.
+    Case: the EAGLE-3 wiring bug: accept len 1.14 over 5 steps (story item 4)
+
+    EAGLE-3 with 5 draft steps and `accept len: 1.14` on every decode line: `only
+    12% per-position acceptance`, so the draft is not predicting this target.
+    sglog says to check the draft against the target (hidden-state layer ids,
+    revision, chat template) and meanwhile `--speculative-num-steps 1
+    --speculative-eagle-topk 1 --speculative-num-draft-tokens 2`, the draft that
+    wastes the least.
     """
 
     code = "SGL301"

@@ -43,7 +43,12 @@ class SpeculationUnprofitable(Rule):
     acceptance.
 
     ## Example
-    `accept len: 1.00` on every decode line -> speculation only adds cost.
+    Case: accept len 1.00: speculation only adds cost
+
+    `accept len: 1.00` on every decode line: `each speculative cycle yields about
+    one token`, the same as a plain decode step, while paying the draft steps, so
+    sglog suggests serving without speculation: drop `--speculative-algorithm`
+    and the other `--speculative-*` flags.
     """
 
     code = "SGL304"
