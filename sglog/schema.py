@@ -25,6 +25,12 @@ BATCH_CORE = (
 # kinds; the frame -> phase table is sglog/read/frames.py).  The first eight are contexts (the
 # innermost frame naming one wins); prefill/decode/forward name a forward pass (forward: one whose
 # mode the frames do not tell).  None when the frames do not tell.
+# line kinds whose message the reader classifies (``signatures`` / ``causes``, sglog/read/signatures.py):
+# the lines no SGLang grammar rule types -- an unparsed line, a catalogue match without a kind of
+# its own, a third-party library's log line -- where a failure's words can be; a typed SGLang event
+# says what it is by its kind, and access logs, progress bars and prompts carry no failure's words
+DESCRIBED_KINDS = frozenset({"unparsed", "sglang_message", "glog", "gloo", "library_log", "nccl_log", "rocm_log", "torch_log", "ucx_log", "vllm_log", "logging_error"})
+
 ERROR_PHASES = (
     "distributed_init",
     "weight_load",

@@ -215,32 +215,29 @@ def test_rule_case(tmp_path, rule_name, case):
         assert f.severity == case["severity"]
 
 
-def test_kv_failure_lines_are_found_as_by_a_loop_over_each_event():
-    """kv-transfer-failed's prefilter ('transfer' or 'fail' in the lower-cased first line) loses no
-    event the pattern test takes: it finds exactly what a plain loop finds, in run order (any case,
-    non-ASCII text, a pattern on a second line does not count)."""
-    import random
-    from types import SimpleNamespace
-
-    import polars as pl
-
-    from sglog.rules import facts
-    from sglog.rules.base import first_line
+def test_kv_failure_lines_are_the_ones_the_reader_signs(tmp_path):
+    """kv-transfer-failed reads no text: its failures are the kv_transfer_failed events (every
+    release's wording) and the errors and untyped lines the reader signed ``kv_transfer`` (lines
+    from corpus 013 and the rule's cases)."""
     from sglog.rules.disaggregation import kv_transfer_failed
-    from sglog.runs import Run
 
-    rnd = random.Random(5)
-    words = ["Prefill transfer failed", "DECODE TRANSFER FAILED", "KVTransferError(x)", "transfer ok", "failed", "İstanbul", "ß", "\n", "Failed to get kvcache from prefill instance", "plain"]
-    kinds = ["unparsed", "traceback", "kv_transfer_failed", "http_access", "uvicorn_log", "retraction"]
-    for _ in range(200):
-        events = [SimpleNamespace(kind=rnd.choice(kinds), text=" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 4))) or None) for _ in range(30)]
-        run = Run(1, ["f.log"], {}, events, pl.DataFrame(), pl.DataFrame())
-        want = [
-            e
-            for e in events
-            if e.kind == "kv_transfer_failed" or (e.kind not in ("http_access", "uvicorn_log") and e.text and facts.has_any(first_line(e.text).lower(), kv_transfer_failed.KV_TRANSFER_PATTERNS))
-        ]
-        assert kv_transfer_failed._kv_failures(run) == want
+    log = tmp_path / "x.log"
+    log.write_text(
+        "[2026-02-26 15:09:35 TP1] Prefill transfer failed for request rank=1 req.rid='eb17' req.bootstrap_room=804716023469713517 with exception "
+        "KVTransferError(bootstrap_room=804716023469713517): Decode instance could be dead, remote mooncake session 10.99.91.49:16711 is not alive\n"
+        "[2026-02-26 15:09:36 TP0] Decode transfer failed for request decode_req.req.rid=eb17 decode_req.req.bootstrap_room=804716023469713517 with exception boom\n"
+        'INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 500 Internal Server Error\n'
+        "[2026-02-26 15:09:37 TP0] a fork's own wording: KVTransferError on room 804716023469713517\n"
+        "Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/decode.py", line 300, in pop_transferred\n'
+        "    raise KVTransferError(room, msg)\n"
+        "sglang.srt.disaggregation.base.conn.KVTransferError: Failed to get kvcache from prefill instance, it might be dead\n",
+        encoding="utf-8",
+    )
+    (run,) = sglog.load(log)
+    got = kv_transfer_failed._kv_failures(run)
+    assert [(e.kind, e.line) for e in got] == [("kv_transfer_failed", 1), ("kv_transfer_failed", 2), ("unparsed", 4), ("traceback", 5)]
+    assert got[0].get("peer_session") == "10.99.91.49:16711" and got[1].get("side") == "decode"
 
 
 def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):

@@ -38,6 +38,7 @@ from sglog.read import named as named_messages
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.records import Folder, Record, is_start
+from sglog.schema import DESCRIBED_KINDS
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
 _MEMO_MAX = 20000
@@ -301,8 +302,11 @@ class RecordParser:
             named = self.catalogued(first)
             if named is not None:
                 kind = named_messages.kind_of(named["template"], named["source"]) or "sglang_message"
+                if kind in DESCRIBED_KINDS:
+                    named.update(signatures.describe(first))
                 return make(kind, fields=_with_ray(named, ray), **common)
             fields = {"message": message[:2000], **messages.strip_prefix(first)[1]}  # (a logger prefix's parts: log_level, log_source ...)
+            fields.update(signatures.describe(first))
             return make("unparsed", fields=_with_ray(fields, ray), **common)
         kind, fields = res
         if kind == "pip_package" and fields.get("package") == "sglang" and fields.get("version"):
@@ -317,6 +321,8 @@ class RecordParser:
             blocks.enrich(kind, fields, lines, rank)
         elif kind == "kv_transfer_failed":
             fields.update(signatures.transfer_fields(fields.get("exc_message")))
+        if kind in DESCRIBED_KINDS and "signatures" not in fields:
+            fields.update(signatures.describe(str(fields.get("message") or first)))
         return make(kind, fields=_with_ray(fields, ray), **common)
 
     def raised(self, text: str, source: str | None) -> dict[str, Any] | None:

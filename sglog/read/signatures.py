@@ -36,6 +36,14 @@ PHRASES: dict[str, tuple[str, ...]] = {
         "nccl timeout",
         "socketpollconnect",
     ),
+    # a PD-disaggregation KV transfer failed (SGLang's KVTransferError and its messages on both sides)
+    "kv_transfer": (
+        "kvtransfererror",
+        "prefill transfer failed",
+        "decode transfer failed",
+        "failed to get kvcache from prefill instance",
+        "failed due to an unknown reason from another rank",
+    ),
     # a GPU kernel faulted (CUDA and HIP/HSA wordings)
     "device_fault": (
         "illegal memory access",
@@ -138,8 +146,15 @@ def frame_names(fields: dict[str, Any]) -> list[str]:
 
 
 def describe(text: str) -> dict[str, list[str]]:
-    """``signatures`` and ``causes`` of a single message (a log line's, a warning's)."""
-    return {"signatures": of_text(text), "causes": causes_of(text)}
+    """``signatures`` and ``causes`` of a single message (a log line's), each only when it names one."""
+    out = {}
+    found = of_text(text)
+    if found:
+        out["signatures"] = found
+    causes = causes_of(text)
+    if causes:
+        out["causes"] = causes
+    return out
 
 
 _PEER_SESSION = re.compile(r"mooncake session (\S+?) is not alive", re.I)

@@ -21,22 +21,6 @@ DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture"
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "MTP")
 
 
-def lower_blob(e) -> str:
-    """Exception types and messages of an error event, lower-cased (the whole block if it has none)."""
-    parts = []
-    for x in e.get("exceptions") or []:
-        parts.append(f"{x.get('type') or ''}: {x.get('message') or ''}")
-    if e.get("exc_type") and not parts:
-        parts.append(f"{e.get('exc_type')}: {e.get('exc_message') or ''}")
-    if not parts or e.kind in ("fatal_error", "cpp_exception"):
-        parts.append(e.text or "")
-    return "\n".join(parts).lower()
-
-
-def has_any(text: str, patterns) -> bool:
-    return any(p in text for p in patterns)
-
-
 def frame_functions(e) -> list[str]:
     return [str(f.get("function") or "") for f in (e.get("frames") or [])]
 
@@ -64,7 +48,6 @@ class Crash:
 
     event: Any  # the root-cause Event
     phase: str | None  # startup phase (or "serving") the crash happened in
-    text: str  # lower-cased exception text
     truncated: bool  # the traceback's exception line is missing
     fanout: tuple = ()  # what followed from it: SIGQUIT, "child failed", dead ranks, the same error on other ranks
     signatures: tuple[str, ...] = ()  # failure classes its words name (sglog/read/signatures.py), with the lines just before it
@@ -94,9 +77,8 @@ def _crash(run) -> Crash | None:
     if rc is None:
         return None
     phase = crash_phase(run, rc)
-    text = context_text(run, rc)
     truncated = rc.kind in ("traceback", "scheduler_exception", "oom") and not rc.get("exc_type")
-    return Crash(rc, phase, text, truncated, fanout_of(run, rc), crash_signatures(run, rc), crash_causes(run, rc))
+    return Crash(rc, phase, truncated, fanout_of(run, rc), crash_signatures(run, rc), crash_causes(run, rc))
 
 
 CONTEXT_LINES = 5  # lines above an error whose words count as its own (a HIP/HSA abort line, a NCCL WARN)
@@ -104,15 +86,7 @@ CONTEXT_LINES = 5  # lines above an error whose words count as its own (a HIP/HS
 
 def crash_signatures(run, rc) -> tuple[str, ...]:
     """The signatures of the root cause and of the error lines just above it (sglog/read/signatures.py)."""
-    from sglog.events import BLOCK_KINDS
-    from sglog.read import signatures
-
-    found = list(rc.get("signatures") or ()) or signatures.of_text(str(rc.get("message") or rc.text or "")) if rc.kind not in BLOCK_KINDS else list(rc.get("signatures") or ())
-    for e in run.events_between(rc.file, rc.line - CONTEXT_LINES, rc.line):
-        if e is rc or e.kind in ("blank", "http_access", "progress", "python_warning"):
-            continue
-        found += e.get("signatures") or signatures.of_text(str(e.get("message") or e.text or ""))
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys(s for e in _with_context(run, rc) for s in e.get("signatures") or ()))
 
 
 def crash_causes(run, rc) -> tuple[str, ...]:
@@ -121,12 +95,8 @@ def crash_causes(run, rc) -> tuple[str, ...]:
 
 
 def event_causes(e) -> list[str]:
-    """An event's causes: an error block's, as the reader set them; a line's, from its message."""
-    from sglog.read import signatures
-
-    if e.get("causes") is not None:
-        return list(e.get("causes"))
-    return signatures.causes_of(str(e.get("message") or e.get("exc_message") or ""))
+    """An event's causes, as the reader named them (an error block's, a third-party or unparsed line's)."""
+    return list(e.get("causes") or ())
 
 
 def _with_context(run, rc) -> list:
@@ -208,16 +178,6 @@ def _rank_began(run, rc, phase: str | None) -> bool:
         return True
     labelled = [label for label in ph.per_rank if label != "-"]
     return rc.rank.label in ph.per_rank or not labelled
-
-
-def context_text(run, rc, before: int = 5) -> str:
-    """Lower-cased exception text plus the unstructured lines just before it (e.g. a HIP/HSA abort line)."""
-    parts = [lower_blob(rc)]
-    lo, hi, file = rc.line - before, rc.line, rc.file
-    for e in run.events_between(file, lo, hi):
-        if e.kind not in ("blank", "http_access", "progress", "python_warning"):
-            parts.append((e.text or "").lower())
-    return "\n".join(parts)
 
 
 # -------------------------------------------------------------- arguments and settings

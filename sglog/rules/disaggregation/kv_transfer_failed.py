@@ -6,18 +6,10 @@ from collections.abc import Iterator
 
 import polars as pl
 
+from sglog.events import BLOCK_KINDS
 from sglog.findings import Fix
-from sglog.rules import facts
 from sglog.rules.base import Option, Rule, event_evidence, first_line, row_evidence, window_evidence
-
-# signatures of a failed PD-disaggregation KV transfer in lines the grammar did not type as `kv_transfer_failed`
-KV_TRANSFER_PATTERNS = (
-    "kvtransfererror",
-    "prefill transfer failed",
-    "decode transfer failed",
-    "failed to get kvcache from prefill instance",
-    "failed due to an unknown reason from another rank",
-)
+from sglog.schema import DESCRIBED_KINDS
 
 
 def _ranges(xs) -> str:
@@ -39,27 +31,13 @@ def _sentence(s: str) -> str:
 
 
 def _kv_failures(run) -> list:
-    """kv_transfer_failed events and events of other kinds whose first line names a KV transfer
-    failure, in ``events`` order."""
-    events = run.events
+    """The failed KV transfers, in ``events`` order: kv_transfer_failed events (every release's
+    wording), and the errors and lines the reader signed ``kv_transfer`` (a KVTransferError raised,
+    a third-party or unparsed line naming one: sglog/read/signatures.py)."""
     hits = list(run.by_kind.get("kv_transfer_failed", ()))
-    lowered = run.lowered_texts()
-    for kind, positions in run.by_kind.items():
-        if kind in ("kv_transfer_failed", "pd_bootstrap_failed", "uvicorn_log", "http_access"):
-            continue
-        # a kind's texts screened at once (tens of thousands of retraction and GC lines: two
-        # scans in C of its lower-cased text; every pattern holds 'transfer' or 'fail'); only a
-        # kind where one shows is read event by event
-        low = lowered[kind]
-        if "transfer" not in low and "fail" not in low:
-            continue
-        for i in positions:
-            text = events[i].text
-            if text:
-                cut = text.find("\n")
-                if facts.has_any((text if cut < 0 else text[:cut]).lower(), KV_TRANSFER_PATTERNS):
-                    hits.append(i)
-    return [events[i] for i in sorted(hits)]
+    for kind in (*BLOCK_KINDS, *DESCRIBED_KINDS):
+        hits += [i for i in run.by_kind.get(kind, ()) if "kv_transfer" in (run.events[i].get("signatures") or ())]
+    return [run.events[i] for i in sorted(set(hits))]
 
 
 class KvTransferFailed(Rule):
@@ -143,8 +121,9 @@ class KvTransferFailed(Rule):
         "args",
         "batches",
         "access",
-        "text",
+        # (and every kind the reader signs kv_transfer: BLOCK_KINDS and DESCRIBED_KINDS, below)
     )
+    triggers = tuple(dict.fromkeys(triggers + BLOCK_KINDS + tuple(sorted(DESCRIBED_KINDS))))
     severity = "error"
     options = {"repeat_requests": Option(3, "distinct failed requests (bootstrap rooms) from which the failures are an error without HTTP 5xx")}
 
@@ -160,7 +139,7 @@ class KvTransferFailed(Rule):
         rooms = sorted({e.get("bootstrap_room") for e in fails if e.get("bootstrap_room") is not None})
         sides: dict[str, set[int]] = {}
         for e in fails:
-            side = e.get("side") or ("prefill" if "prefill transfer failed" in (e.text or "").lower() else "decode" if "decode transfer failed" in (e.text or "").lower() else None)
+            side = e.get("side")
             r = e.get("transfer_rank")
             if r is None and e.rank is not None and e.rank.tp is not None:
                 r = e.rank.tp
@@ -169,7 +148,7 @@ class KvTransferFailed(Rule):
         sessions = sorted({str(e.get("peer_session")) for e in fails if e.get("peer_session")})  # (the reader's: sglog/read/signatures.py)
         hosts = sorted({x.rsplit(":", 1)[0] for x in sessions})
         errors = [m for m in ((e.get("exc_message") or "").strip() for e in fails) if m]
-        first_err = errors[0] if errors else first_line(fails[0].text).strip()
+        first_err = errors[0] if errors else str(fails[0].get("message") or first_line(fails[0].text)).strip()
 
         t0 = next((e.ts for e in fails if e.ts is not None), None)
         acc = run.access
