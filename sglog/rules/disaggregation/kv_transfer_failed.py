@@ -93,12 +93,16 @@ class KvTransferFailed(Rule):
     `init_disaggregation`); send one request through the router afterwards.
 
     ## Example
-    Four nodes (2 prefill + 2 decode, TP16 each), Mooncake over RDMA: every
-    prefill rank logs `KVTransferError ... remote mooncake session
-    10.99.91.49:15366 is not alive`, every decode rank `Failed to get kvcache
-    from prefill instance`, the request gets HTTP 500; the sessions were
-    registered with bond IPs instead of the RoCE IPs -> set
-    `MC_TCP_BIND_ADDRESS` / `SGLANG_HOST_IP` per node.
+    Case: prefill cannot reach the decode instance's mooncake sessions and the request gets HTTP 500
+
+    Mooncake PD disaggregation: TP0 and TP1 of the prefill instance log
+    `KVTransferError(bootstrap_room=804716023469713517): Decode instance could be
+    dead, remote mooncake session 10.99.91.49:15366 is not alive` and the request
+    gets `"POST /v1/chat/completions HTTP/1.1" 500`: `2 failure lines for 1
+    request on prefill ranks 0-1; 1 HTTP 500 answer`.  The common cause is
+    sessions registered on the wrong NIC or IP (a bond instead of the RoCE
+    address): sglog says to set `MC_TCP_BIND_ADDRESS` and `SGLANG_HOST_IP` to
+    each node's RDMA-reachable IPv4 and pass `--disaggregation-ib-device`.
     """
 
     code = "SGL405"

@@ -228,11 +228,14 @@ class PdBootstrapFailed(CrashRule):
     them in every node's launch environment and restart both instances.
 
     ## Example
-    A PD decode instance (2 nodes, TP16, mooncake) where every rank crashes
-    in `init_disaggregation` -> `MooncakeTransferEngine.initialize` with
-    `RuntimeError: open: Address family not supported by protocol`
-    (MC_FORCE_TCP made the transport bind IPv6) -> set `MC_TCP_BIND_ADDRESS`
-    to the node's IPv4.
+    Case: corpus 012 (devopsrustem/slurmv4): every decode rank crashes in init_disaggregation, mooncake address family
+
+    A PD decode instance on Mooncake: TP13 crashes in `self.init_disaggregation()`
+    -> `MooncakeTransferEngine(` -> `self.engine.initialize(` with `RuntimeError:
+    open: Address family not supported by protocol`.  sglog: `the mooncake
+    transfer engine failed to initialise on TP13`; set `MC_TCP_BIND_ADDRESS` and
+    `SGLANG_HOST_IP` to the node's IPv4 address that the peers reach, and do not
+    force TCP (`MC_FORCE_TCP`) on a host without that address family.
     """
 
     code = "SGL407"

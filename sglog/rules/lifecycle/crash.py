@@ -46,9 +46,13 @@ class Crash(CrashRule):
     Not applicable: no change is suggested.
 
     ## Example
-    `RuntimeError: size_k = 704, is not divisible by b_scales.size(1) = 5` in
-    `fused_marlin_moe` on the first prefill of a TP2 AWQ MoE model, followed
-    by `Received sigquit from a child process`.
+    Case: the root cause is the first traceback, not the sigquit
+
+    A TP2 server, after startup and before ready: `RuntimeError: size_k = 704,
+    is not divisible by b_scales.size(1) = 5` in `fused_marlin_moe` on TP1,
+    followed by `Received sigquit from a child process` and `Rank 1 scheduler is
+    dead`.  sglog names the first traceback as the cause: `Crashed during
+    warm-up (startup done, not yet ready) on TP1`.
     """
 
     code = "SGL501"

@@ -36,8 +36,12 @@ class ServerNeverReady(Rule):
     Not applicable: no change is suggested.
 
     ## Example
-    `Capture cuda graph begin` then a capture bar at `0/58` and nothing
-    else: the log ends during CUDA-graph capture, 114 s into it.
+    Case: corpus 016 (verbatim, the whole log; a DFLASH server on a GB10): the log ends with the target prefill graph capture bar at 0/58, 650 s after launch
+
+    `Capture target prefill CUDA graph begin`, then a capture bar at `0/58`
+    (`Capturing num tokens (num_tokens=8192 avail_mem=11.78 GB)`) and nothing
+    else but a `resource_tracker` warning: `The log ends during CUDA-graph capture
+    (650 s after launch)`, with no error logged.
     """
 
     code = "SGL502"

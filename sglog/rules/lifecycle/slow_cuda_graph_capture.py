@@ -36,8 +36,12 @@ class SlowCudaGraphCapture(Rule):
     Batches above the new maximum run without graphs (slower per step).
 
     ## Example
+    Case: 1334 s of capture for sizes up to 512
+
     `Capture cuda graph end. Time elapsed: 1334.38 s` with
-    `cuda_graph_max_bs=512` -> `--cuda-graph-max-bs 256`.
+    `cuda_graph_max_bs=512`: `CUDA-graph capture took 1334 s on TP0 for batch
+    sizes up to 512`, so sglog suggests capturing fewer sizes:
+    `--cuda-graph-max-bs 256`.
     """
 
     code = "SGL505"

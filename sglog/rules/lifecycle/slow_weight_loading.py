@@ -39,8 +39,12 @@ class SlowWeightLoading(Rule):
     network filesystem they may not help.
 
     ## Example
-    `Load weight end. elapsed=787.55 s, ... mem usage=72.33 GB` on TP8: 579 GB
-    at 0.73 GB/s; at 2-5 GB/s it would take 116-289 s.
+    Case: 584 s to load Kimi-K2.5 on TP8 (story item 7)
+
+    `Load weight end. elapsed=584.31 s, ... mem usage=72.33 GB` on TP8: `579 GB
+    at 0.99 GB/s`.  sglog suggests loading with 8 threads
+    (`--model-loader-extra-config '{"enable_multithread_load": true,
+    "num_threads": 8}'`) from local NVMe: `at 2-5 GB/s it would take 116-289 s`.
     """
 
     code = "SGL503"

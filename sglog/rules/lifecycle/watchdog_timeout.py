@@ -40,9 +40,13 @@ class WatchdogTimeout(CrashRule):
     without custom all-reduce, all-reduces go through NCCL (slower on NVLink).
 
     ## Example
-    `Prefill batch. #new-seq: 1, #new-token: 8192` at 10:02:11, then nothing
-    until `Watchdog timeout (self.watchdog_timeout=300)` at 10:07:12: the first
-    prefill after startup -> `--watchdog-timeout 1200`.
+    Case: the first prefill after startup never finished (JIT compile)
+
+    `Prefill batch, #new-seq: 1, #new-token: 8192` at 10:16:00, the first batch
+    after `The server is fired up and ready to roll!`, then nothing until
+    `Watchdog timeout (self.watchdog_timeout=300)` at 10:21:01: the scheduler was
+    `stuck on a prefill batch of 8192 new tokens, 301 s after it was logged`, most
+    likely compiling kernels on first use -> `--watchdog-timeout 1200`.
     """
 
     code = "SGL504"

@@ -90,10 +90,13 @@ class NanLogits(CrashRule):
     RDNA3/CDNA and later) and differs slightly from fp16 in its outputs.
 
     ## Example
+    Case: corpus 230 (sgl-project/sglang #1953): ROCm, int8 KV cache, weights loaded as fp16, NaN in the logits on both ranks
+
     `Detected errors during sampling! NaN in the logits.` on TP0 and TP1 of a
-    ROCm RX 7900 XTX server with `kv_cache_dtype='int8'` and a GPTQ-Int8
-    model loaded as torch.float16 -> `--kv-cache-dtype auto` first, then
-    `--dtype bfloat16`.
+    ROCm server with `kv_cache_dtype='int8'` and a GPTQ-Int8 model loaded as
+    `dtype=torch.float16`: `6 messages on TP1, TP0 from 04:44:04`, and the
+    settings point to `the int8 KV cache`, so sglog suggests
+    `--kv-cache-dtype auto` first, then `--dtype bfloat16` if NaN persists.
     """
 
     code = "SGL406"

@@ -45,8 +45,14 @@ class AcceptanceDrop(Rule):
     Fewer draft steps lower the best-case speed-up for the traffic that still accepts well.
 
     ## Example
-    `accept len` 3.0-3.2 for 62 min, then 1.4 from 11:02 to 11:20 ->
-    "accept length fell from 3.10 to 1.40 between 11:02 and 11:20, after 62 min at 3.00-3.20".
+    Case: accept len 3.0-3.2 for an hour, then 1.40 for 20 minutes (healthy for a long while, then collapsed)
+
+    Decode lines at `accept len: 3.05` and `accept len: 3.15` from 10:00, then
+    `accept len: 1.40` from 11:00 at the same `#running-req: 40`: `The accept
+    length fell from 3.15 to 1.40 from 11:00 until the log ends (11:19), after 60
+    min at 3.05-3.15`.  sglog says to find what changed at 11:00 (request mix,
+    temperature, draft weights) and, if it stays, to retrain the draft or use
+    fewer `--speculative-num-steps`.
     """
 
     code = "SGL601"

@@ -47,8 +47,13 @@ class CacheHitCollapse(Rule):
     advice changes nothing by itself.
 
     ## Example
-    72% of prefill tokens cached for an hour, then 8% from 11:00 ->
-    "the prefix-cache hit share fell from 72% to 8% between 11:00 and 11:19".
+    Case: 75% of prefill tokens cached for an hour, then 5% with the pool full (healthy for a long while, then collapsed)
+
+    Prefill lines with `#new-token: 2048, #cached-token: 6144` for an hour, then
+    `#new-token: 7782, #cached-token: 410, token usage: 0.98` from 11:00: `The
+    prefix-cache hit share of prefill batches fell from 75% to 5% from 11:00
+    until the log ends (11:19)`; with `token usage 0.98 (0.40 before)`, sglog
+    says `the KV pool is too small to keep the shared prefixes`.
     """
 
     code = "SGL603"

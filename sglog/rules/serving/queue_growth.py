@@ -47,8 +47,13 @@ class QueueGrowth(Rule):
     from activations (`kv-headroom-too-small`).
 
     ## Example
-    No queue for an hour, then 85 queued requests from 11:00 with token usage 0.97 ->
-    "capacity-bound: the KV pool is full".
+    Case: no queue for an hour, then 80 queued requests with the KV pool full (capacity-bound)
+
+    `#queue-req: 0` for an hour, then `token usage: 0.97` with `#queue-req: 80`
+    from 11:00: `The request queue grew from 0 to 80 (peak 80) from 11:00 until
+    the log ends (11:19)`, and `Capacity-bound: KV usage was 0.97, the pool is
+    full and requests wait for memory`; sglog says to grow the KV pool
+    (`--kv-cache-dtype fp8_e4m3`), add replicas or lower the load.
     """
 
     code = "SGL605"

@@ -49,8 +49,12 @@ class RetractionSpike(Rule):
     slightly lower throughput when bursts are rare.
 
     ## Example
-    No retraction for an hour, then 42 requests retracted between 11:00 and 11:05 ->
-    `--schedule-conservativeness 1.3`.
+    Case: no retraction for an hour, then 36 requests retracted in five minutes (healthy for a long while, then a burst)
+
+    No retraction for an hour, then `KV cache pool is full. Retract requests.
+    #retracted_reqs: 3` every 20 s from 11:00: `Retractions clustered between
+    11:00 and 11:03: 36 requests retracted (7.2/min) against 0.00/min in the 60
+    min before`, and sglog suggests `--schedule-conservativeness 1.3` (from 1).
     """
 
     code = "SGL604"

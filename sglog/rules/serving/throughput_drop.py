@@ -48,8 +48,14 @@ class ThroughputDrop(Rule):
     The advice only names where to look; each linked rule's fix has its own cost.
 
     ## Example
-    `gen throughput` 900 token/s at 40 running requests for an hour, then 450 at 40 ->
-    "Decode throughput fell from 912 to 450 token/s between 11:00 and 11:19 at the same load".
+    Case: 900 token/s at 40 running requests for an hour, then 450 at 40 with CUDA graphs off (healthy for a long while, then collapsed)
+
+    `gen throughput (token/s): 905.00`-`930.00` with `cuda graph: True` for an
+    hour, then `gen throughput (token/s): 450.00` with `cuda graph: False` from
+    11:00: `Decode throughput fell from 930 to 450 token/s from 11:00 until the
+    log ends (11:19) at #running-req 36 (best at 30)`, and `CUDA graphs ran in 0%
+    of decode lines (100% before)`, so sglog says to raise
+    `--cuda-graph-max-bs` to the batch size.
     """
 
     code = "SGL602"

@@ -45,8 +45,13 @@ class TtftRegression(Rule):
     The advice only names where to look; each linked rule's fix has its own cost.
 
     ## Example
-    TTFT 0.30 s for an hour, then 4.1 s from 11:00 ->
-    "time to first token rose from 0.30 s to 4.10 s between 11:00 and 11:19".
+    Case: TTFT 0.30 s for an hour, then 4.10 s for 20 minutes (healthy for a long while, then regressed)
+
+    Finished requests whose metrics give a 0.30 s time to first token for an
+    hour, then 4.10 s from 11:00: `Time to first token rose from 0.30 s to 4.10 s
+    from 11:00 until the log ends (11:19), after 60 min at 0.30 s`; sglog points
+    at what else changed at 11:00 (`queue-growth, cache-hit-collapse,
+    retraction-spike`).
     """
 
     code = "SGL606"
