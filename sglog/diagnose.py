@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from sglog.findings import SEVERITY_RANK, Evidence, Finding, Superseded
+from sglog.findings import SEVERITY_RANK, Evidence, Finding
+from sglog.fixes import decide, reconcile, why_holds
 
 SCHEMA_VERSION = 1
 
@@ -272,124 +273,6 @@ def exit_code(findings: list[Finding], fail_on: str) -> int:
     return int(ExitCode.FINDINGS) if any(SEVERITY_RANK[f.severity] >= bar for f in findings) else int(ExitCode.OK)
 
 
-# ------------------------------------------------------------------ one value per flag: which fix wins
-
-
-def fix_order(findings: Iterable[Finding]) -> list[Finding]:
-    """The order in which findings' fixes claim the flags they set: the first to set a flag decides it.
-
-    1. the more severe finding: what broke the run comes before what slows it;
-    2. the fix that changes more flags: its values are computed together (a smaller
-       ``--cuda-graph-max-bs`` and the ``--mem-fraction-static`` that gives the freed memory to the
-       KV pool; the removal of every ``--speculative-*`` flag), so one of them alone is not what it
-       computed;
-    3. the rule order (``sglog rules``).
-    """
-    from sglog.rules import RULES
-
-    order = {r.code: i for i, r in enumerate(RULES)}
-    return sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], -len(f.fix.args) if f.fix is not None else 0, order.get(f.code, len(order))))
-
-
-@dataclass(frozen=True)
-class FlagDecision:
-    """The value one flag gets when every finding's fix is applied, the fix it comes from, and the others."""
-
-    flag: str  # SGLang's spelling (``--tp``, ``--mem-fraction-static``)
-    value: str | None  # None: remove the flag
-    won: Finding
-    overridden: tuple[tuple[Finding, str | None], ...] = ()  # (finding, its other value)
-    agreed: tuple[Finding, ...] = ()  # later fixes with the same value
-
-
-def _same_value(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    try:
-        return float(a) == float(b)
-    except ValueError:
-        return a.strip().lower() == b.strip().lower()
-
-
-def decide(findings: Iterable[Finding], run_index: int | None = None) -> dict[str, FlagDecision]:
-    """Flag -> its decision, over the fixes of one run's findings (all given, or those of ``run_index``).
-
-    The one merge of fixes: ``diagnose`` (``suggested_args``), ``report`` and ``repro`` (the
-    relaunch, ``sglog.repro.plan``) all take it from here.  Flags are keyed by SGLang's spelling
-    (``--tp-size`` and ``--tp`` are one flag).
-    """
-    from sglog.read import args as sargs
-
-    out: dict[str, FlagDecision] = {}
-    for f in fix_order(x for x in findings if run_index is None or x.run == run_index):
-        for flag, value in (f.fix.args if f.fix is not None else {}).items():
-            key = sargs.flag_of(sargs.field_of(flag))
-            d = out.get(key)
-            if d is None:
-                out[key] = FlagDecision(key, value, f)
-            elif d.won is f or any(x is f for x, _ in d.overridden) or any(x is f for x in d.agreed):
-                continue
-            elif _same_value(d.value, value):
-                out[key] = replace(d, agreed=d.agreed + (f,))
-            else:
-                out[key] = replace(d, overridden=d.overridden + ((f, value),))
-    return out
-
-
-def _direction(run, flag: str, value: str | None) -> str:
-    """How a value moves a flag from what the run had: up, down, remove, set."""
-    if value is None:
-        return "remove"
-    from sglog.read import args as sargs
-
-    cur = (run.args or {}).get(sargs.field_of(flag)) if run is not None else None
-    try:
-        new, old = float(value), float(cur)
-    except (TypeError, ValueError):
-        return "set"
-    return "up" if new > old else "down" if new < old else "same"
-
-
-def _why(d: FlagDecision, lost: Finding) -> str:
-    """Why the decision's value holds over ``lost``'s: the reason of :func:`fix_order` in this run's words."""
-    from sglog.read import args as sargs
-
-    won = d.won
-    if SEVERITY_RANK[won.severity] > SEVERITY_RANK[lost.severity]:
-        return f"{won.name} is {_a(won.severity)}, this finding {_a(lost.severity)}: the more severe finding's fix decides"
-    if len(won.fix.args) > len(lost.fix.args):
-        others = ", ".join(k if v is None else f"{k} {v}" for k, v in won.fix.args.items() if sargs.flag_of(sargs.field_of(k)) != d.flag)
-        return f"{won.name} {'removes' if d.value is None else 'sets'} it together with {others}, a value computed for that change (the fix that changes more flags decides the ones it shares)"
-    return f"{won.name} comes first in the rule order (sglog rules) among fixes of the same severity and size"
-
-
-def _a(severity: str) -> str:
-    return f"{'an' if severity[:1] in 'aeiou' else 'a'} {severity}"
-
-
-def reconcile(findings: list[Finding], runs=()) -> list[Finding]:
-    """The findings, each that loses a flag to another fix (:func:`decide`) carrying why: its
-    ``superseded`` entries name the flag, both values, the finding that decides it and the reason."""
-    by_run = {r.index: r for r in runs}
-    lost: dict[int, list[Superseded]] = {}
-    for run_index in dict.fromkeys(f.run for f in findings):
-        run = by_run.get(run_index)
-        for flag, d in decide(findings, run_index).items():
-            up = _direction(run, flag, d.value)
-            for f, value in d.overridden:
-                mine = _direction(run, flag, value)
-                opposite = {up, mine} == {"up", "down"} or (up == "remove") != (mine == "remove")
-                lost.setdefault(id(f), []).append(Superseded(flag, value, d.won.name, d.value, _why(d, f), opposite))
-    if not lost:
-        return findings
-    return [replace(f, superseded=f.superseded + tuple(lost[id(f)])) if id(f) in lost else f for f in findings]
-
-
-def merged_args(findings: list[Finding], run_index: int) -> dict[str, str | None]:
-    """The args patch of a run's findings, one value per flag (:func:`decide`)."""
-    return {flag: d.value for flag, d in decide(findings, run_index).items()}
-
-
 def suggested_change(run, findings: list[Finding]) -> dict[str, Any]:
     """A run's merged flag change and its relaunch command, as ``--format json`` carries them::
 
@@ -398,7 +281,7 @@ def suggested_change(run, findings: list[Finding]) -> dict[str, Any]:
         suggested_command       argv list of the relaunch (None when no flag changes)
         suggested_command_base  "launch_line" | "server_args" | "assumed" (None when no flag changes)
 
-    The command is ``sglog repro``'s and ``sglog report``'s (``sglog.repro.plan.build_plan``):
+    The command is ``sglog repro``'s and ``sglog report``'s (``sglog.relaunch.build_plan``):
     the log's launch command with the flags applied, else ``python -m sglang.launch_server``
     with the flags the server-args dump shows were set, else (``assumed``) with only the model
     path when the log names it.
@@ -406,7 +289,7 @@ def suggested_change(run, findings: list[Finding]) -> dict[str, Any]:
     mine = [f for f in findings if f.run == run.index]
     decisions = decide(mine)
     args = {flag: d.value for flag, d in decisions.items()}
-    sources = {flag: {"won": d.won.name, "value": d.value, "overridden": [{"rule": f.name, "value": v, "reason": _why(d, f)} for f, v in d.overridden]} for flag, d in decisions.items()}
+    sources = {flag: {"won": d.won.name, "value": d.value, "overridden": [{"rule": f.name, "value": v, "reason": why_holds(d, f)} for f, v in d.overridden]} for flag, d in decisions.items()}
     plan = relaunch(run, mine) if args else None
     return {
         "suggested_args": args,
@@ -417,11 +300,11 @@ def suggested_change(run, findings: list[Finding]) -> dict[str, Any]:
 
 
 def relaunch(run, findings: list[Finding]):
-    """The relaunch of ``run`` with every fix of its findings (``sglog.repro.plan.build_plan``, the
+    """The relaunch of ``run`` with every fix of its findings (``sglog.relaunch.build_plan``, the
     one ``repro`` and ``report`` use), built on what the log shows (``assume``: even nothing); None
     when a fix's value cannot go on a command line."""
     from sglog.errors import UsageError
-    from sglog.repro.plan import build_plan
+    from sglog.relaunch import build_plan
 
     try:
         return build_plan(run, [f for f in findings if f.run == run.index], assume=True)
@@ -429,4 +312,4 @@ def relaunch(run, findings: list[Finding]):
         return None
 
 
-__all__ = ["diagnose_runs", "looks_like_sglang", "document", "exit_code", "decide", "fix_order", "merged_args", "reconcile", "relaunch", "suggested_change", "not_sglang_message", "Evidence"]
+__all__ = ["diagnose_runs", "looks_like_sglang", "document", "exit_code", "relaunch", "suggested_change", "not_sglang_message", "Evidence"]

@@ -26,6 +26,10 @@ class UsageError(SglogError):
     """Options that do not make sense together."""
 
 
+class OutputError(SglogError):
+    """An output file cannot be written (exit 2)."""
+
+
 class NotSGLangLog(SglogError):
     """The input parsed, but does not look like an SGLang server log."""
 

@@ -43,7 +43,7 @@ class Fix:
 class Superseded:
     """A flag of this finding's fix that another finding's fix decides instead, and why.
 
-    The pipeline (:func:`sglog.diagnose.reconcile`) sets it: the finding stands, its value
+    The pipeline (:func:`sglog.fixes.reconcile`) sets it: the finding stands, its value
     for ``flag`` is not the one to use.
     """
 
@@ -75,7 +75,7 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fix: Fix | None = None
     details: dict[str, Any] = field(default_factory=dict)  # computed numbers (for diff/report)
-    superseded: tuple[Superseded, ...] = ()  # flags of the fix another finding decides (sglog.diagnose.reconcile)
+    superseded: tuple[Superseded, ...] = ()  # flags of the fix another finding decides (sglog.fixes.reconcile)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -15,12 +15,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sglog.errors import SglogError
+from sglog.errors import OutputError
 from sglog.textsafe import quote
-
-
-class OutputError(SglogError):
-    """An output file cannot be written (exit 2)."""
 
 
 def _reason(e: OSError) -> str:

@@ -413,28 +413,6 @@ class Run:
             return 0
         return self.memo(f"count:{kind}", lambda run: int(run.batches.select((pl.col("kind") == kind).sum()).item()))
 
-    def summary(self) -> dict[str, Any]:
-        from sglog import timeline
-
-        steady = timeline.decode_stats(self)
-        return {
-            "run": self.index,
-            "name": self.name,
-            "files": self.files,
-            "lines": {f: list(r) for f, r in self.line_ranges.items()},
-            "version": self.version,
-            "model": self.model,
-            "model_class": self.model_class,
-            "parallelism": self.parallelism,
-            "ranks": self.ranks,
-            "spec": self.spec,
-            "ending": self.ending.to_dict() if self.ending else None,
-            "startup_s": _r(self.startup.total_s) if self.startup else None,
-            "decode_tok_s_median": _r(steady.get("p50")),
-            "args_explicit": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "explicit"},
-            "args_auto": {k: jsonable(self.args[k]) for k, o in self.arg_origins.items() if o == "auto"},
-        }
-
 
 def _ascending(xs: list) -> bool:
     return all(map(operator.le, xs, xs[1:]))

@@ -120,7 +120,7 @@ class ClosedStream:
     errors = "strict"
 
     def write(self, text: str) -> int:
-        from sglog.output import OutputError
+        from sglog.errors import OutputError
 
         if not text:
             return 0

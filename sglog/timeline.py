@@ -83,6 +83,30 @@ def decode_stats(run, values: bool = False) -> dict[str, Any]:
     return out
 
 
+def run_summary(run) -> dict[str, Any]:
+    """A run's facts with its steady decode throughput's median: the row of ``sglog runs``."""
+    from sglog.runs import _r, jsonable
+
+    steady = decode_stats(run)
+    return {
+        "run": run.index,
+        "name": run.name,
+        "files": run.files,
+        "lines": {f: list(r) for f, r in run.line_ranges.items()},
+        "version": run.version,
+        "model": run.model,
+        "model_class": run.model_class,
+        "parallelism": run.parallelism,
+        "ranks": run.ranks,
+        "spec": run.spec,
+        "ending": run.ending.to_dict() if run.ending else None,
+        "startup_s": _r(run.startup.total_s) if run.startup else None,
+        "decode_tok_s_median": _r(steady.get("p50")),
+        "args_explicit": {k: jsonable(run.args[k]) for k, o in run.arg_origins.items() if o == "explicit"},
+        "args_auto": {k: jsonable(run.args[k]) for k, o in run.arg_origins.items() if o == "auto"},
+    }
+
+
 def steady_rows(run) -> pl.DataFrame:
     """The run's steady-state decode rows (all decode rows when none is steady); once per run."""
     return _once(run, "steady", _steady_rows)

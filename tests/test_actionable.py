@@ -3,10 +3,10 @@
 * every message, fix and fix-safety text shows the run's numbers, never a symbol of the docs
   (the symbols are derived from the docs: ``Rule.symbols``);
 * no two findings on one run give contradicting advice: where two fixes set one flag to different
-  values, one decides (``sglog.diagnose.decide``) and the other finding says it is superseded, by
+  values, one decides (``sglog.fixes.decide``) and the other finding says it is superseded, by
   what and why;
 * ``diagnose --format json`` carries, per run, the merged flag change and the relaunch command,
-  built by the implementation ``repro`` and ``report`` use (``sglog.repro.plan.build_plan``).
+  built by the implementation ``repro`` and ``report`` use (``sglog.relaunch.build_plan``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pytest
 
 import sglog
 from conftest import LOGS, STORY
-from sglog.diagnose import decide, diagnose_runs, document, fix_order, looks_like_sglang, reconcile, suggested_change
+from sglog.diagnose import diagnose_runs, document, looks_like_sglang, suggested_change
 from sglog.findings import Evidence, Finding, Fix
-from sglog.repro.plan import build_plan, quote
+from sglog.fixes import decide, fix_order, reconcile
+from sglog.relaunch import build_plan, quote
 from sglog.rules import RULES, get_rule
 from sglog.rules.base import bare_symbols, doc_symbols
 from sglog.runs import Run

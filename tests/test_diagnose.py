@@ -12,7 +12,8 @@ import sglog
 from conftest import FOREIGN, FRAGMENTS, ROOT, STORY
 from sglog import timeline
 from sglog.cli import main
-from sglog.diagnose import diagnose_runs, document, looks_like_sglang, merged_args
+from sglog.diagnose import diagnose_runs, document, looks_like_sglang
+from sglog.fixes import merged_args
 from sglog.read.parse import parse_file
 from sglog.rules import RULES
 

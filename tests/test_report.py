@@ -115,7 +115,7 @@ def test_relaunch_block_is_the_new_command_only(case):
     import re
     import shlex
 
-    from sglog.repro.plan import build_plan
+    from sglog.relaunch import build_plan
 
     rep = report_of(case)
     md = render_markdown(rep, chart_specs(rep))

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, STANDIN, STORY
+from sglog import relaunch as rplan
 from sglog.findings import Evidence, Finding, Fix
 from sglog.repro import launch
-from sglog.repro import plan as rplan
 from sglog.repro.live import LiveStatus
 from sglog.runs import load_runs
 
@@ -317,8 +317,8 @@ def test_verdicts():
 def test_doctests():
     import doctest
 
+    from sglog import relaunch as p_
     from sglog.repro import launch as l_
-    from sglog.repro import plan as p_
     from sglog.repro import verify as v_
 
     for mod in (p_, l_, v_):

@@ -75,8 +75,8 @@ def repro(
     import gc
 
     gc.enable()  # (the other commands run without the cyclic collector, see cli.run; this one may watch a server for hours)
+    from sglog import relaunch as rplan
     from sglog.errors import InputError, UsageError
-    from sglog.repro import plan as rplan
     from sglog.repro.launch import check_seconds
     from sglog.runs import load_runs
 
@@ -146,7 +146,7 @@ def _compare(a, b, fa, fb):
 
 def _choose_run(runs, findings, wanted: int | None, selected: list[str]):
     from sglog.errors import UsageError
-    from sglog.repro.plan import choose_findings
+    from sglog.relaunch import choose_findings
 
     usable = [r for r in runs if r.args or r.launch_command]
     if wanted is not None:
@@ -174,7 +174,7 @@ def _choose_run(runs, findings, wanted: int | None, selected: list[str]):
 def _print_plan(plan) -> None:
     from rich.text import Text
 
-    from sglog.repro.plan import render_plan
+    from sglog.relaunch import render_plan
 
     con = stdout_console()
     for line in render_plan(plan).splitlines():
@@ -207,7 +207,7 @@ class _Display:
     def emit(self, lines) -> None:
         if self.quiet:
             return
-        from sglog.repro.plan import _display
+        from sglog.relaunch import _display
 
         for line in map(_display, lines):
             if self.live is not None:
@@ -230,9 +230,9 @@ class _Display:
 
 def _execute(plan, log: str, log_out, timeout: float, bench, grace: float, quiet: bool, fmt):
     from sglog.errors import UsageError
+    from sglog.relaunch import quote
     from sglog.repro import launch
     from sglog.repro.live import LiveStatus, describe
-    from sglog.repro.plan import quote
     from sglog.repro.verify import Outcome
 
     if launch.port_in_use(plan.port):
@@ -341,7 +341,7 @@ def _watch(server, status, display, t0: float, timeout: float, port: int) -> dic
 
 
 def _exit_cause(rc: int, last: str) -> str:
-    from sglog.repro.plan import _display
+    from sglog.relaunch import _display
 
     return f"exit code {rc}" + (f"; last line: {_display(last)}" if last else "")
 

@@ -32,10 +32,11 @@ def runs(
 
     from sglog.commands._common import log_paths
     from sglog.runs import load_runs
+    from sglog.timeline import run_summary
 
     found = load_runs(log_paths(logs))
     if fmt == TableFormat.json:
-        doc = {"schema_version": 1, "runs": [r.summary() | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
+        doc = {"schema_version": 1, "runs": [run_summary(r) | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
         write_text(jsonout.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
         return
     if fmt != TableFormat.table:
@@ -45,7 +46,7 @@ def runs(
         return
     from sglog.render.tables import runs_table
 
-    write_table(runs_table([r.summary() for r in found], width=output_width() if output is None else 120), output)
+    write_table(runs_table([run_summary(r) for r in found], width=output_width() if output is None else 120), output)
 
 
 @app.command(

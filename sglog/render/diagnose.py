@@ -122,7 +122,7 @@ def suggested_change(run, findings: list[Finding]) -> tuple[Text | None, list]:
     decides it and the ones it overrides); nothing when no fix changes a flag."""
     from sglog.diagnose import decide, relaunch
     from sglog.read import args as sargs
-    from sglog.repro.plan import quote
+    from sglog.relaunch import quote
 
     decisions = decide(findings, run.index)
     if not decisions:

@@ -46,7 +46,7 @@ def _int(v: Any) -> int | None:
 
 
 def run_row(summary: dict[str, Any], last_ts: Any = None) -> dict[str, Any]:
-    """A run's row of ``RUN_SCHEMA`` from its ``Run.summary()`` (``last_ts``: the run's datetime)."""
+    """A run's row of ``RUN_SCHEMA`` from its ``timeline.run_summary`` (``last_ts``: the run's datetime)."""
     par = summary.get("parallelism") or {}
     spec = summary.get("spec") or {}
     ending = summary.get("ending") or {}
@@ -77,5 +77,7 @@ def run_row(summary: dict[str, Any], last_ts: Any = None) -> dict[str, Any]:
 
 def runs_frame(runs: list) -> pl.DataFrame:
     """One row per run, ``RUN_SCHEMA``'s columns and types (also for no runs)."""
-    rows = [run_row(r.summary(), r.ending.last_ts if r.ending else None) for r in runs]
+    from sglog.timeline import run_summary
+
+    rows = [run_row(run_summary(r), r.ending.last_ts if r.ending else None) for r in runs]
     return pl.DataFrame(rows, schema=RUN_SCHEMA) if rows else pl.DataFrame(schema=RUN_SCHEMA)

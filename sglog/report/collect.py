@@ -101,8 +101,8 @@ def input_file(log) -> InputFile:
 
 
 def relaunch_command(run, findings) -> Relaunch | None:
-    """The relaunch with every fix applied (sglog.repro.plan decides which fix holds a flag)."""
-    from sglog.repro.plan import build_plan, final_lines
+    """The relaunch with every fix applied (sglog.fixes decides which fix holds a flag)."""
+    from sglog.relaunch import build_plan, final_lines
 
     try:
         plan = build_plan(run, findings)  # most severe first: its fix decides a flag

@@ -38,7 +38,7 @@ class InputFile:
 
 @dataclass(frozen=True)
 class Change:
-    """A flag the relaunch changes (from sglog.repro.plan)."""
+    """A flag the relaunch changes (from sglog.relaunch)."""
 
     flag: str
     before: Any

@@ -1,5 +1,8 @@
 """Run + fixes -> the argv that relaunches SGLang with the fix (pure: no clock, files or processes).
 
+The diagnose stage's last step: ``diagnose`` shows the command (``suggested_command``), ``report``
+prints it, and ``repro`` (``sglog.repro.launch``) is the one that runs it.
+
 Which flags go on the rebuilt command line (``pinned``):
 
 - the flags the operator set: the ones on the log's launch command when the
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglog.errors import UsageError
+from sglog.fixes import decide
 from sglog.read import args as sargs
 from sglog.runs import jsonable
 
@@ -418,13 +422,11 @@ def build_plan(
 ) -> Plan:
     """The relaunch of ``run`` with the fixes of the chosen findings, then ``--set`` on top.
 
-    Which fix holds a flag two fixes set is the pipeline's decision (``sglog.diagnose.decide``).
+    Which fix holds a flag two fixes set is the pipeline's decision (``sglog.fixes.decide``).
     A run with neither a launch command nor a server-args dump has no launch to rebuild: a
     UsageError, or with ``assume`` the default launcher with only the fixes' flags
     (``base`` ``"assumed"``).
     """
-    from sglog.diagnose import decide
-
     base, notes = pinned(run)
     kind = "launch_line" if run.launch_command else "server_args"
     if not base:
