@@ -316,14 +316,14 @@ class Event(metaclass=_Compact):
         return out
 
 
-def _k(**fields):
+def _k(**fields: Callable[[str], Any]) -> dict[str, Callable[[str], Any]]:
     return fields
 
 
-def _t(*names: str, **consts: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _t(*names: str | None, **consts: Any) -> tuple[tuple[str | None, ...], dict[str, Any]]:
     """One TERMS entry: the names of a terminal's capture groups, and constant fields.
 
-    A name starting with ``*`` merges its (dict) value into the fields.
+    A name starting with ``*`` merges its (dict) value into the fields; ``None`` skips a group.
     """
     return names, consts
 

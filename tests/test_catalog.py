@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import sglog
 from conftest import FIXTURES
 from sglog.errors import ExitCode, InternalError
 from sglog.read import catalog
@@ -412,3 +413,37 @@ def test_the_releases_are_read_without_the_templates():
         assert cat.match("Load weight begin. avail mem=75.12 GB") is not None and cat._body is None
     finally:
         catalog._cache.clear()
+
+
+# ------------------------------------------------------------------ a paste cut mid-line
+
+
+def _tails_catalogue():
+    templates = [
+        {"t": "Loaded {} weights in {} s, and the KV pool holds {} tokens", "p": ["model", "seconds", "tokens"], "l": "info", "k": "log", "s": "srt/a.py:1", "v": [0, 1]},
+        {"t": "{} is ready", "p": ["what"], "l": "info", "k": "log", "s": "srt/b.py:2", "v": [0, 1]},
+    ]
+    return catalog.Catalogue({"schema": 1, "releases": ["0.4.0", "0.5.0"], "templates": templates}, "<test>")
+
+
+def test_a_message_cut_at_its_start_is_named_by_its_rest():
+    """A paste that begins inside a placeholder's value: the fields after the cut are read."""
+    c = _tails_catalogue()
+    m = c.match_tail("ama-3-8B weights in 3.25 s, and the KV pool holds 81920 tokens")
+    assert m is not None and m.template.startswith("Loaded {} weights") and m.fields == {"seconds": 3.25, "tokens": 81920}
+    assert c.match_tail("the KV pool holds 81920 tokens") is None  # (the rest after the cut keeps too few constants)
+    assert c.match_tail("nothing of the kind") is None
+
+
+def test_only_a_files_first_line_is_read_as_a_cut_message(tmp_path):
+    """Corpus 206's first line is the end of the scheduler's watchdog dump (its reqs list cut);
+    the same text on a later line is not taken for one."""
+    from conftest import REAL
+
+    first = next(REAL.glob("206-*.log")).read_text(encoding="utf-8").split("\n", 1)[0]
+    log = tmp_path / "x.log"
+    log.write_text(first + "\n[2025-06-26 07:25:31 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)\n" + first + "\n", encoding="utf-8")
+    (run,) = sglog.load(log)
+    e1, *_, e3 = [e for e in run.events if e.kind != "blank"]
+    assert e1.kind == "sglang_message" and e1.get("cut") == "start" and e1.get("available_size") == 798917 and e1.get("evictable_size") == 0
+    assert e3.kind == "unparsed"

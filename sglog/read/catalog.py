@@ -268,6 +268,35 @@ class _Template:
         return {name: _typed(value) for name, value in zip(self.names, m.groups())}
 
 
+TAIL_CONSTANT_CHARS = 16  # constant letters and digits a cut message's rest keeps, to name it
+TAIL_PIECE_CHARS = 8  # the shortest last piece match_tail indexes a template by
+
+
+def _last_piece(template: str) -> str | None:
+    """A template's last constant piece of ``TAIL_PIECE_CHARS`` or more (spaces trimmed), if any."""
+    pieces: list[str] = template.split("{}") if "{{" not in template and "}}" not in template else [p for p in _parts(template) if p is not None]
+    return next((p for p in map(str.strip, reversed(pieces)) if len(p) >= TAIL_PIECE_CHARS), None)
+
+
+def _tail_fields(t: _Template, text: str) -> dict[str, Any] | None:
+    """The fields after the cut when ``text`` is template ``t`` from inside one of its
+    placeholders on (the earliest cut that matches: the longest rest), else None."""
+    parts = t.parts
+    names = _field_names(list(t.raw.get("p") or ()), sum(1 for p in parts if p is _PLACEHOLDER))
+    seen = 0
+    for k, part in enumerate(parts):
+        if part is not _PLACEHOLDER:
+            continue
+        seen += 1
+        rest = parts[k + 1 :]
+        if not rest or sum(ch.isalnum() for p in rest if p is not _PLACEHOLDER for ch in p) < TAIL_CONSTANT_CHARS:
+            return None  # (a later cut keeps fewer constants still)
+        m = re.fullmatch("(?s).*?" + _pattern(rest)[4:], text)
+        if m is not None:
+            return {name: _typed(value) for name, value in zip(names[seen:], m.groups())}
+    return None
+
+
 def _key_piece(template: str) -> str:
     """A template's longest constant piece, trimmed of the spaces a placeholder may swallow
     (its head when that is already ``KEY_CHARS`` long: the common case, and cheap)."""
@@ -399,6 +428,8 @@ class Catalogue:
         self._release_keys = sorted((k, i) for i, k in enumerate(keys) if k is not None)
         self._automaton: Any = None
         self._pieces: list[list[int]] = []
+        self._tails: Any = None  # (match_tail's automaton, built on first use)
+        self._tail_groups: list[list[int]] = []
         self._lock = threading.Lock()
         # ``body``: the whole catalogue, read when a template is first needed (``data`` is then
         # its head: the releases, all that sglog.formats asks for)
@@ -518,6 +549,51 @@ class Catalogue:
                 fallback = (t, fields)
         chosen = best or fallback
         return self._result(*chosen) if chosen else None
+
+    def match_tail(self, message: str, version: str | None = None) -> CatalogueMatch | None:
+        """The template a message cut at its start is the rest of, or None: a paste that begins
+        in the middle of a line (a terminal's selection, an issue's excerpt) has SGLang's message
+        from inside one of its placeholders on.  The rest must keep ``TAIL_CONSTANT_CHARS``
+        constant characters to name the message; its fields are the placeholders after the cut.
+        Candidates are the templates whose last long constant piece the text has (an index built
+        on first use: only a first line that nothing else names asks for it)."""
+        text = normalise(message)
+        if not text:
+            return None
+        automaton = self._tails if self._tails is not None else self._build_tails()
+        candidates: set[int] = set()
+        for _end, j in automaton.iter(text):
+            candidates.update(self._tail_groups[j])
+        at = self.release_index(version) if version else None
+        fallback = None
+        for i in sorted(candidates):
+            t = self._made[i] or _Template(self._raw[i])
+            self._made[i] = t
+            fields = _tail_fields(t, text)
+            if fields is None:
+                continue
+            if at is None or t.first <= at <= t.last:
+                return self._result(t, fields)
+            fallback = fallback or (t, fields)
+        return self._result(*fallback) if fallback else None
+
+    def _build_tails(self) -> Any:
+        """The automaton of every kept template's last constant piece of ``TAIL_PIECE_CHARS`` or more."""
+        self._ready()
+        with self._lock:
+            if self._tails is None:
+                groups: dict[str, list[int]] = {}
+                for i, raw in enumerate(self._raw):
+                    piece = _last_piece(raw["t"])
+                    if piece is not None:  # (its last KEY_CHARS characters: as selective, and a trie a fraction of the size)
+                        groups.setdefault(piece[-KEY_CHARS:], []).append(i)
+                a = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+                for j, piece in enumerate(groups):
+                    a.add_word(piece, j)
+                a.make_automaton()
+                self._tail_groups = list(groups.values())
+                self._tails = a
+        return self._tails
 
     def _result(self, t: _Template, fields: dict[str, Any]) -> CatalogueMatch:
         raw = t.raw

@@ -305,6 +305,10 @@ class RecordParser:
                 if kind in DESCRIBED_KINDS:
                     named.update(signatures.describe(first))
                 return make(kind, fields=_with_ray(named, ray), **common)
+            if rec.line == 1 and ts is None:
+                cut = self.catalogued_tail(first)
+                if cut is not None:
+                    return make("sglang_message", fields=_with_ray(cut, ray), **common)
             fields = {"message": message[:2000], **messages.strip_prefix(first)[1]}  # (a logger prefix's parts: log_level, log_source ...)
             fields.update(signatures.describe(first))
             return make("unparsed", fields=_with_ray(fields, ray), **common)
@@ -340,6 +344,19 @@ class RecordParser:
         if len(self.raised_memo) < _MEMO_MAX:
             self.raised_memo[key] = out
         return {**out, "fields": dict(out["fields"])} if out else None
+
+    def catalogued_tail(self, message: str) -> dict[str, Any] | None:
+        """The catalogued SGLang message a file's first line is the rest of, when the paste began
+        in the middle of a line (``Catalogue.match_tail``): its fields, with ``cut`` = "start"."""
+        from sglog.read import catalog
+
+        m = catalog.load().match_tail(message, self.version)
+        if m is None:
+            return None
+        out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind, "cut": "start"}
+        for name, value in m.fields.items():
+            out[name if name not in out else f"arg_{name}"] = value
+        return out
 
     def catalogued(self, message: str) -> dict[str, Any] | None:
         """The fields of the catalogued SGLang message this line is (sglog/read/catalog.py), or None:
