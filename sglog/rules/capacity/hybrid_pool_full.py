@@ -165,7 +165,9 @@ class HybridPoolFull(CrashRule):
         ratio_arg = run.args.get(RATIO_ARG[pool]) if run.args else None
         ratio = float(ratio_arg) if isinstance(ratio_arg, (int, float)) and not isinstance(ratio_arg, bool) else RATIO_DEFAULT[pool]
         assumed = "" if isinstance(ratio_arg, (int, float)) else f" (assumed the default {RATIO_FLAG[pool]} {ratio:g}: the log has no server args)"
-        new = min(1.0, math.ceil(ratio * o["target"] / max(peak_full, 0.05) * 20) / 20)
+        wanted = math.ceil(ratio * o["target"] / max(peak_full, 0.05) * 20) / 20
+        new = min(1.0, wanted)
+        rounding = "rounded up to 0.05" if new == wanted else f"{wanted:.2f} rounded up to 0.05, capped at 1.00 (the whole budget)"
         retr = f"; {len(retractions)} retraction{'s' if len(retractions) != 1 else ''} in that stretch" + (f" (freeing {mamba_gained} mamba slots)" if mamba_gained else "") if retractions else ""
         msg = (
             f"The {POOL_WORDS[pool]} pool is full on {full.height} batch lines (usage {o['full_usage']:.2f}+, up to {running} running requests) "
@@ -176,7 +178,7 @@ class HybridPoolFull(CrashRule):
         ev.append(window_evidence(run, f"{full.height} lines with {column} >= {o['full_usage']:.2f} and full_token_usage <= {peak_full:.2f} (lines {lo}-{hi}); {len(retractions)} retractions"))
         if new > ratio + 0.01:
             fix = Fix(
-                summary=f"Raise {RATIO_FLAG[pool]} from {ratio:g} to {new:.2f} = {ratio:g} x {o['target']:.2f} / {peak_full:.2f} (the full pool's peak), rounded up to 0.05{assumed}.",
+                summary=f"Raise {RATIO_FLAG[pool]} from {ratio:g} to {new:.2f} = {ratio:g} x {o['target']:.2f} / {peak_full:.2f} (the full pool's peak), {rounding}{assumed}.",
                 args={RATIO_FLAG[pool]: f"{new:.2f}"},
                 safety=f"At {new:.2f} the {pool} pool takes memory from the full KV pool, whose peak was {peak_full:.2f}: check full token usage in the next run.",
             )
