@@ -1,4 +1,4 @@
-"""Runs, ranks, startup phases, memory budget and timelines (sglog/runs.py, sglog/timeline.py)."""
+"""Runs, ranks, startup phases, memory budget and timelines (sglog/runs/build.py, sglog/timeline.py)."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def test_runs_and_timeline_commands(tmp_path):
 def _reference_split_points(events) -> list[int]:
     """_split_points as a plain loop stepping through every event (the index only skips kinds
     that cannot move the splitter)."""
-    from sglog.runs import _Splitter
+    from sglog.runs.build import _Splitter
 
     sp = _Splitter()
     for e in events:
@@ -236,7 +236,7 @@ def test_split_points_equal_a_loop_over_every_event():
     from types import SimpleNamespace
 
     from sglog.events import Rank
-    from sglog.runs import _split_points
+    from sglog.runs.build import _split_points
 
     rnd = random.Random(7)
     kinds = [
@@ -269,7 +269,7 @@ def test_run_kind_index_equals_plain_loops():
     import random
     from types import SimpleNamespace
 
-    from sglog.runs import Run
+    from sglog.runs.build import Run
 
     rnd = random.Random(11)
     kinds = ["a", "b", "c", "d"]
@@ -381,3 +381,11 @@ def test_dateless_rows_of_several_files_roll_over_by_line(tmp_path):
     assert facts.serving_minutes(run) == 126.0
     assert str(run.ending.last_ts) == "1900-01-01 12:06:00"
     assert timeline.windows(run, "1h").height == 3
+
+
+def test_the_current_phase_is_the_one_begun_last_in_time():
+    """DFLASH loads its draft model and pool before the target's CUDA graphs: a log that ends in the
+    target's capture ended there, not in the draft's (corpus 016: `Capture target prefill CUDA
+    graph begin` is its last startup line)."""
+    (run,) = sglog.load(next(REAL.glob("016-*.log")))
+    assert run.ending.phase == "cuda_graph_capture" and run.ending.describe() == "log ends during CUDA-graph capture"

@@ -1149,6 +1149,10 @@ def _current_phase(run: Run) -> str | None:
     if run.startup is None or not run.startup.phases:
         return "launch" if not run.has("server_ready") else "serving"
     began = [name for name in PHASES if run.startup.phases.get(name) is not None]
+    starts = [run.startup.phases[name].start for name in began]
+    if all(t is not None for t in starts):
+        # in the order they began (DFLASH loads its draft model and pool before the target's capture)
+        began = [name for _t, _i, name in sorted((t, i, name) for i, (t, name) in enumerate(zip(starts, began)))]
     last = None
     for i, name in enumerate(began):
         last = name
