@@ -17,6 +17,9 @@ class DecodeBatchExceedsCudaGraph(Rule):
     ## What it finds
     Decode lines with `cuda graph: False` and `#running-req` above the largest
     captured batch size, in at least `min_rows` lines or `min_share` of them.
+    Without the server args and the capture lines (a pasted tail), the largest
+    size is taken as the biggest batch that ran with graphs, and the finding
+    says so.
 
     ## Why it matters
     A batch above `--cuda-graph-max-bs` runs eagerly: per-step CPU launch
@@ -55,8 +58,18 @@ class DecodeBatchExceedsCudaGraph(Rule):
     def _check(self, run, o) -> Iterator:
         M = facts.max_graph_bs(run)
         d = facts.decode_rows(run)
-        if not M or facts.graphs_disabled(run) or d.height == 0 or "cuda_graph" not in d.columns or "running_req" not in d.columns:
+        if facts.graphs_disabled(run) or d.height == 0 or "cuda_graph" not in d.columns or "running_req" not in d.columns:
             return
+        assumed, largest = "", None
+        if not M:
+            # a fragment without the args and the capture lines: the decode lines still show the
+            # largest size that ran with graphs; a batch above every one of them ran without
+            with_graphs = d.filter(pl.col("cuda_graph") == True)  # noqa: E712
+            M = int(with_graphs.get_column("running_req").max() or 0) if with_graphs.height else 0
+            if not M:
+                return
+            largest = with_graphs.filter(pl.col("running_req") == M).head(1).to_dicts()[0]
+            assumed = f" (the log shows no captured sizes: taken as {M}, the largest batch that ran with CUDA graphs)"
         over = d.filter((pl.col("cuda_graph") == False) & (pl.col("running_req") > M))  # noqa: E712
         if over.height < o["min_rows"] and over.height < o["min_share"] * d.height or over.height == 0:
             return
@@ -68,9 +81,11 @@ class DecodeBatchExceedsCudaGraph(Rule):
         sa = run.first("server_args")
         if sa is not None:
             ev.append(event_evidence(sa, note=f"cuda_graph_max_bs={M}"))
+        if largest is not None:
+            ev.append(row_evidence(largest, note=f"the largest batch with CUDA graphs: {M}"))
         ev += [row_evidence(r) for r in over.head(2).to_dicts()]
         ev.append(window_evidence(run, f"{over.height} of {d.height} decode lines ran without CUDA graphs above batch size {M} (p95 #running-req {p95:g})"))
-        msg = f"{over.height} decode lines ({over.height / d.height:.0%}) ran {p95:g}-request batches without CUDA graphs: the largest captured size is {M}."
+        msg = f"{over.height} decode lines ({over.height / d.height:.0%}) ran {p95:g}-request batches without CUDA graphs: the largest captured size is {M}{assumed}."
         fix = Fix(
             summary=f"Capture graphs for the batches that occur: --cuda-graph-max-bs {new} (p95 {p95:g} rounded up to the capture grid){cost}; or cap --max-running-requests at {M}.",
             args={"--cuda-graph-max-bs": str(new)},
