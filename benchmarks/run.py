@@ -356,7 +356,7 @@ def correctness(sample_lines: int, source: Path) -> dict:
 def _findings(log) -> list[dict]:
     """The findings of a parsed log, as JSON data (what `sglog diagnose --format json` prints)."""
     from sglog.diagnose import diagnose_runs, finding_dict
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     return [finding_dict(f) for f in diagnose_runs(build_runs([log]))]
 

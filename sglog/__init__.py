@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 def load(paths, **kw):
     """Parse one log (or several files of one launch) into a list of runs."""
-    from sglog.runs import load_runs
+    from sglog.runs.build import load_runs
 
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]

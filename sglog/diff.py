@@ -41,7 +41,7 @@ from sglog.read import args as sargs
 
 if TYPE_CHECKING:
     from sglog.findings import Finding
-    from sglog.runs import Run
+    from sglog.runs.build import Run
 
 SCHEMA_VERSION = 1
 
@@ -337,7 +337,7 @@ def split_run_spec(spec: str) -> tuple[str, int | None]:
 
 @lru_cache(maxsize=8)
 def _load_cached(path: str, abspath: str, mtime_ns: int, size: int) -> tuple[Run, ...]:
-    from sglog.runs import load_runs
+    from sglog.runs.build import load_runs
 
     return tuple(load_runs([path]))
 
@@ -563,7 +563,7 @@ def _num(x: Any) -> bool:
 
 
 def startup_section(a: Run, b: Run) -> dict[str, Any]:
-    from sglog.runs import PHASES
+    from sglog.runs.build import PHASES
 
     pa = a.startup.phases if a.startup else {}
     pb = b.startup.phases if b.startup else {}

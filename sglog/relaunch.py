@@ -47,7 +47,7 @@ from typing import Any
 from sglog.errors import UsageError
 from sglog.fixes import decide
 from sglog.read import args as sargs
-from sglog.runs import jsonable
+from sglog.runs.build import jsonable
 
 DEFAULT_LAUNCHER = ("python", "-m", "sglang.launch_server")
 SERVE_LAUNCHER = ("sglang", "serve")

@@ -85,7 +85,7 @@ def decode_stats(run, values: bool = False) -> dict[str, Any]:
 
 def run_summary(run) -> dict[str, Any]:
     """A run's facts with its steady decode throughput's median: the row of ``sglog runs``."""
-    from sglog.runs import _r, jsonable
+    from sglog.runs.build import _r, jsonable
 
     steady = decode_stats(run)
     return {

@@ -24,7 +24,7 @@ from sglog.fixes import decide, fix_order, reconcile
 from sglog.relaunch import build_plan, quote
 from sglog.rules import RULES, get_rule
 from sglog.rules.base import bare_symbols, doc_symbols
-from sglog.runs import Run
+from sglog.runs.build import Run
 from test_rules import CASES, all_cases, load_cases, run_case
 
 FIXTURE_LOGS = sorted(p for p in LOGS.rglob("*") if p.is_file() and p.suffix in (".log", ".gz", ".zst") and "foreign" not in p.parts)

@@ -404,7 +404,7 @@ def test_a_corrupt_index_or_template_line_names_the_file(tmp_path):
 
 
 def test_the_releases_are_read_without_the_templates():
-    """sglog.formats asks the catalogue only for its releases: load() reads the shipped file's
+    """sglog.runs.formats asks the catalogue only for its releases: load() reads the shipped file's
     head, and the rest when a template is first needed."""
     catalog._cache.clear()
     try:

@@ -18,7 +18,7 @@ import pytest
 from conftest import REAL, ROOT
 from sglog.diagnose import diagnose_runs, looks_like_sglang
 from sglog.read.parse import parse_file
-from sglog.runs import build_runs
+from sglog.runs.build import build_runs
 
 FOREIGN = ROOT / "fixtures" / "logs" / "foreign" / "real"
 

@@ -12,7 +12,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from conftest import REAL, ROOT
 from sglog.diagnose import diagnose_runs, document, looks_like_sglang
 from sglog.read.parse import parse_file
-from sglog.runs import build_runs
+from sglog.runs.build import build_runs
 
 LOGS = sorted(p.name for p in REAL.glob("*.log"))
 

@@ -262,7 +262,7 @@ def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
         "    raise ValueError('kaboom')\n"
         "P.parse_file = boom\n"
         "P.parse_source = boom\n"
-        "import sglog.runs; sglog.runs.parse_file = boom\n"
+        "import sglog.runs.build; sglog.runs.build.parse_file = boom\n"
         "import sglog.commands.events\n"
         "from sglog.cli import main\n"
         f"sys.argv = ['sglog', 'events', {str(p)!r}]\n"
@@ -699,7 +699,7 @@ def test_backwards_timestamps_never_give_a_negative_startup_time(tmp_path):
 def test_a_future_version_is_read_and_the_summary_says_so(tmp_path):
     import re
 
-    from sglog.formats import newest_release
+    from sglog.runs.formats import newest_release
 
     src = FIXTURES / "logs" / "real" / "019-deepseek-r1-w4a8-ascend-npu-tp16-dp4-ep-eagle-benchmark.log"
     p = tmp_path / "future.log"

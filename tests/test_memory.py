@@ -21,7 +21,7 @@ from polars.testing import assert_frame_equal
 from sglog import schema, timeline
 from sglog.read.inputs import open_source, read_lines
 from sglog.read.parse import parse_file
-from sglog.runs import build_runs
+from sglog.runs.build import build_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "logs"
@@ -182,7 +182,7 @@ def transient(fn):
     fn()
     return (status("VmHWM") - before) / size
 from sglog.read.parse import parse_file
-from sglog.runs import build_runs
+from sglog.runs.build import build_runs
 from sglog import timeline
 timeline.GROUP_ROWS = 10_000
 run = build_runs([parse_file(sys.argv[1], chunk_bytes=1 << 20)])[-1]

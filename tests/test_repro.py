@@ -26,7 +26,7 @@ from sglog import relaunch as rplan
 from sglog.findings import Evidence, Finding, Fix
 from sglog.repro import launch
 from sglog.repro.live import LiveStatus
-from sglog.runs import load_runs
+from sglog.runs.build import load_runs
 
 OOM = STANDIN / "logs" / "eagle3-oom.log"
 OK = STANDIN / "logs" / "eagle3-ok.log"

@@ -245,7 +245,7 @@ def test_the_cuda_graph_banner_says_graphs_are_disabled(tmp_path):
     the args still counts as graphs disabled (no graph memory in the startup budget)."""
     from sglog.read.parse import parse_file
     from sglog.rules import facts
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     banner = (
         "[2025-04-20 10:00:01 TP0] \n\nCUDA Graph is DISABLED.\nThis will cause significant performance degradation.\n"
@@ -269,7 +269,7 @@ def test_logged_draft_positions_never_guess(tmp_path):
 
     from sglog.read.parse import parse_file
     from sglog.rules.speculative.low_spec_acceptance import logged_draft_positions
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     def rows(L: float, r: float | None, n: int = 12) -> pl.DataFrame:
         return pl.DataFrame({"accept_len": [L] * n, "accept_rate": [r] * n}, schema={"accept_len": pl.Float64, "accept_rate": pl.Float64})

@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 from conftest import CONSTRUCTED, ROOT, run_sglog
-from sglog import runs as sruns
-from sglog.runs import load_runs
+from sglog.runs import build as sruns
+from sglog.runs.build import load_runs
 
 TWO = CONSTRUCTED / "two-launches.log"  # a crash and a relaunch in one file
 NODE0, NODE1 = CONSTRUCTED / "node0.log", CONSTRUCTED / "node1.log"  # one launch over two nodes

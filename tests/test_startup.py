@@ -35,7 +35,7 @@ if sys.argv[1] == "prefetch":
 else:
     from sglog.diagnose import diagnose_runs, looks_like_sglang
     from sglog.read.parse import parse_file
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
     from sglog.rules import choose
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
@@ -88,7 +88,7 @@ with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         cli.main()
     except SystemExit as e:
         code = e.code
-heavy = ("polars", "lark", "altair", "rich", "markdown_it", "vl_convert", "sglog.read.parse", "sglog.runs", "sglog.rules", "sglog.report")
+heavy = ("polars", "lark", "altair", "rich", "markdown_it", "vl_convert", "sglog.read.parse", "sglog.runs.build", "sglog.rules", "sglog.report")
 print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy),
                   "metadata": type(sys.modules.get("importlib.metadata")).__name__}))
 """

@@ -23,7 +23,7 @@ from conftest import REAL, STORY
 from sglog.events import BLOCK_KINDS, KIND_CLASSES
 from sglog.rules import RULES, facts
 from sglog.rules.base import FACTS, Rule
-from sglog.runs import ERROR_KINDS
+from sglog.runs.build import ERROR_KINDS
 
 READERS = {"events_of", "first", "has", "count", "said", "last_before"}
 # the kind tuples rule modules spread into a reader, by name
@@ -138,7 +138,7 @@ def test_skipping_untriggered_rules_changes_no_finding(monkeypatch):
     findings of diagnose are the same with the skip and without it."""
     from sglog.diagnose import diagnose_runs
     from sglog.read.parse import parse_file
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     skipped = total = 0
     for path in _logs():

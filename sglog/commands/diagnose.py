@@ -97,7 +97,7 @@ def diagnose(
             raise UsageError(e.args[0]) from None
     parsed = [parse_file(p) for p in logs]
     from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     ok, coverage = looks_like_sglang(parsed)
     if not ok:

@@ -78,7 +78,7 @@ def repro(
     from sglog import relaunch as rplan
     from sglog.errors import InputError, UsageError
     from sglog.repro.launch import check_seconds
-    from sglog.runs import load_runs
+    from sglog.runs.build import load_runs
 
     check_seconds("--timeout", timeout, 1)  # (finite: nan and inf never ended, #28)
     check_seconds("--stop-grace", stop_grace, 0)
@@ -387,7 +387,7 @@ def _runs_until(path: str, stop_line: int | None):
     import polars as pl
 
     from sglog.read.parse import parse_file
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     log = parse_file(path)
     if stop_line is not None and stop_line < log.lines:

@@ -31,7 +31,7 @@ def runs(
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
 
     from sglog.commands._common import log_paths
-    from sglog.runs import load_runs
+    from sglog.runs.build import load_runs
     from sglog.timeline import run_summary
 
     found = load_runs(log_paths(logs))
@@ -72,7 +72,7 @@ def timeline(
 
     from sglog import timeline as tl
     from sglog.errors import UsageError
-    from sglog.runs import load_runs
+    from sglog.runs.build import load_runs
 
     if not window[:1].isdigit() or window[-1] not in "smhd":
         raise UsageError(f"--window {window!r}: use a number and a unit, e.g. 10s, 1m")

@@ -269,7 +269,7 @@ def summary_line(runs, findings: list[Finding], coverage: dict[str, Any] | None 
     cov = f"; coverage {coverage['coverage']:.1%} of {coverage['lines']} lines" if coverage else ""
     if coverage and coverage.get("sglang_specific") is False:
         cov += "; no SGLang-specific line found (generic torch/NCCL/CUDA output: read as an SGLang fragment)"
-    from sglog.formats import assumed_note
+    from sglog.runs.formats import assumed_note
 
     cov += assumed_note(runs)  # (a release newer than sglog knows, #28)
     return (

@@ -76,7 +76,7 @@ def startup_rows(s: Subject) -> list[dict[str, Any]]:
     when the launch is not in it); unfinished phases run to the log's end.  ``bar_end_s`` is where
     the bar ends: at least half a second after its start, so a phase shorter than the timestamps'
     resolution still shows."""
-    from sglog.runs import PHASES, _rank_key
+    from sglog.runs.build import PHASES, _rank_key
 
     st = s.run.startup
     if st is None or not st.phases or st.launch is None:

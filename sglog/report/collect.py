@@ -132,7 +132,7 @@ def _diff(a: Subject, b: Subject) -> tuple[str, str]:
 def subject(paths: list[str], run_no: int | None, label: str) -> Subject:
     from sglog.diagnose import diagnose_runs
     from sglog.read.parse import parse_file
-    from sglog.runs import build_runs
+    from sglog.runs.build import build_runs
 
     logs = [parse_file(p) for p in paths]
     runs = build_runs(logs)

@@ -330,7 +330,7 @@ def _base(path: str) -> str:
 
 def startup(report: Report, charts: dict[str, Any], html: bool = False, images: bool = True) -> str:
     from sglog.report.charts import PHASE_LABELS, launch_in_log
-    from sglog.runs import PHASES
+    from sglog.runs.build import PHASES
 
     out = ["## Startup timeline", ""]
     if not any(s.run.startup and s.run.startup.phases for s in report.subjects):

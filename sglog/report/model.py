@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from sglog.findings import Finding
-    from sglog.runs import Run
+    from sglog.runs.build import Run
 
 MAX_POINTS = 500  # a serving chart never has more windows than this
 

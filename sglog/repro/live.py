@@ -103,7 +103,7 @@ class LiveStatus:
 
     @property
     def root_cause(self) -> Event | None:
-        from sglog.runs import root_cause
+        from sglog.runs.build import root_cause
 
         return root_cause(self.errors)
 

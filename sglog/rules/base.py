@@ -1,6 +1,6 @@
 """What a rule is: permanent code, kebab-case name, severity, declared options, documentation, pure check.
 
-A rule reads one :class:`~sglog.runs.Run` and returns findings.  It never
+A rule reads one :class:`~sglog.runs.build.Run` and returns findings.  It never
 prints, reads files, looks at the clock or starts processes.  Its thresholds
 are declared :class:`Option` values (overridable per call), and its docstring
 holds the documentation sections `sglog explain` prints::

@@ -1,7 +1,7 @@
 """Facts about a run that several rules share: the crash (its root cause, phase and fan-out),
 CUDA-graph sizes, speculative settings, version bounds, the steady decode window.
 
-Pure functions of a :class:`~sglog.runs.Run`.  Which rule explains a crash is
+Pure functions of a :class:`~sglog.runs.build.Run`.  Which rule explains a crash is
 not decided here: each crash rule claims it (sglog/rules/ownership.py).
 """
 
@@ -62,11 +62,11 @@ def crash(run) -> Crash | None:
 def _crash(run) -> Crash | None:
     """The crash of a run (None if it did not crash), with its root cause.
 
-    A run crashed when `run.ending` says so (sglog/runs.py decides it: crash
+    A run crashed when `run.ending` says so (sglog/runs/build.py decides it: crash
     lines, or an SGLang error after which the server neither became ready nor
     served).  A foreign traceback that names no exception is not the cause: the
     run's first SGLang error is."""
-    from sglog.runs import crash_errors, is_sglang_error
+    from sglog.runs.build import crash_errors, is_sglang_error
 
     ending = run.ending
     if ending is None or ending.status != "crashed":
@@ -113,7 +113,7 @@ def fanout_of(run, rc) -> tuple:
     out = [e for e in run.events_of(*FANOUT_KINDS) if (e.file, e.line) > after]
     t = rc.get("exc_type")
     if t:
-        from sglog.runs import ERROR_KINDS
+        from sglog.runs.build import ERROR_KINDS
 
         label = rc.rank.label if rc.rank else None
         out += [e for e in run.events_of(*ERROR_KINDS) if e is not rc and e.get("exc_type") == t and (e.rank.label if e.rank else None) != label]
@@ -158,8 +158,8 @@ def last_before(run, kind: str, rc):
 
 
 def crash_phase(run, rc) -> str | None:
-    """The phase the crash happened in: the ending's when `rc` is its root cause (sglog/runs.py decides it)."""
-    from sglog.runs import crash_phase as phase_of
+    """The phase the crash happened in: the ending's when `rc` is its root cause (sglog/runs/build.py decides it)."""
+    from sglog.runs.build import crash_phase as phase_of
 
     if run.ending is not None and run.ending.status == "crashed" and run.ending.root_cause is rc:
         return run.ending.phase

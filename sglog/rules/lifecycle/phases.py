@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sglog.schema import PHASE_WORDS as RUN_PHASE_WORDS
 
-# how a phase reads in a finding: the run's words (sglog/runs.py), with the two a finding says differently
+# how a phase reads in a finding: the run's words (sglog/runs/build.py), with the two a finding says differently
 PHASE_WORDS = {
     **RUN_PHASE_WORDS,
     "launch": "launch (before any startup step)",
