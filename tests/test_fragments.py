@@ -116,8 +116,6 @@ def corpus_findings():
 KNOWN_GAPS = {
     # without rank tags the 64 ranks' weight-load lines merge and the slowest rank's time is lost
     ("019", "slow-weight-loading", "no-ranks"),
-    # the tail starts at the capture line: what is left is one progress line, too little to call a startup
-    ("041", "server-never-ready", "tail"),
     # the tail keeps 2 of the 3 prefill lines the rule needs when no decode line is logged
     ("219", "kv-capacity-bound", "tail"),
     # the tail drops the `Capture cuda graph bs [...]` line: the largest captured size is unknown

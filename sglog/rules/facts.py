@@ -15,6 +15,9 @@ from typing import Any
 
 import polars as pl
 
+from sglog.runs.build import STARTUP_EVENT_KINDS as STARTUP_EVENT_KINDS  # (the startup lines, for the rules)
+from sglog.runs.build import stop_phase
+
 STARTUP_PHASES = ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture", "warmup", "launch")
 CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
 DRAFT_PHASES = ("draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture")
@@ -411,78 +414,7 @@ def server_args_event(run):
 
 # -------------------------------------------------------------- where a startup stopped
 
-_NEXT = {
-    "distributed_init": "weight_load",
-    "weight_load": "kv_pool",
-    "kv_pool": "cuda_graph_capture",
-    "cuda_graph_capture": "warmup",
-    "draft_weight_load": "draft_kv_pool",
-    "draft_kv_pool": "draft_cuda_graph_capture",
-    "draft_cuda_graph_capture": "warmup",
-}
-
-
-STARTUP_EVENT_KINDS = (
-    "init_dist_begin",
-    "init_dist_end",
-    "weight_load_begin",
-    "weight_load_end",
-    "kv_cache_allocated",
-    "memory_pool_end",
-    "cuda_graph_capture_begin",
-    "cuda_graph_capture_end",
-    "memory_summary",
-)
-
 
 def last_startup_phase(run):
-    """(phase the log stops in, the event that began it) from the order of the startup lines.
-
-    The phase of the latest begin line; if every rank that began it also
-    finished it, the step after it (nothing of that step logged yet)."""
-    began: dict[str, set[str]] = {}
-    ended: dict[str, set[str]] = {}
-    first: dict[str, Any] = {}
-    loads: dict[str, int] = {}
-    current = None
-    for e in run.events_of(*STARTUP_EVENT_KINDS):
-        r = e.rank.label if e.rank else "-"
-        k = e.kind
-        ph = None
-        end = False
-        if k == "init_dist_begin":
-            ph = "distributed_init"
-        elif k == "init_dist_end":
-            ph, end = "distributed_init", True
-        elif k == "weight_load_begin":
-            loads[r] = loads.get(r, 0) + 1
-            ph = "weight_load" if loads[r] == 1 else "draft_weight_load"
-        elif k == "weight_load_end":
-            ph, end = ("weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"), True
-        elif k in ("kv_cache_allocated",):
-            ph = "kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"
-        elif k == "memory_pool_end":
-            ph, end = ("kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"), True
-        elif k == "cuda_graph_capture_begin":
-            ph = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
-        elif k == "cuda_graph_capture_end":
-            ph, end = ("draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"), True
-        elif k == "memory_summary":
-            ph = "warmup"
-        if ph is None:
-            continue
-        if end:
-            ended.setdefault(ph, set()).add(r)
-            began.setdefault(ph, set())
-        else:
-            began.setdefault(ph, set()).add(r)
-            first.setdefault(ph, e)
-            current = ph
-        if current is None:
-            current = ph
-    if current is None:
-        return None, None
-    if current != "warmup" and began.get(current) and began[current] <= ended.get(current, set()):
-        nxt = _NEXT.get(current, "warmup")
-        return nxt, first.get(current)
-    return current, first.get(current)
+    """(phase the log stops in, the event that began it): the run's own reading (sglog/runs)."""
+    return stop_phase(run)

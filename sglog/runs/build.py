@@ -1144,6 +1144,87 @@ def _served_after(run: Run, e: Event) -> bool:
     return False
 
 
+# the step after each startup phase (what a log that ends after one's end line is waiting for)
+NEXT_PHASE = {
+    "distributed_init": "weight_load",
+    "weight_load": "kv_pool",
+    "kv_pool": "cuda_graph_capture",
+    "cuda_graph_capture": "warmup",
+    "draft_weight_load": "draft_kv_pool",
+    "draft_kv_pool": "draft_cuda_graph_capture",
+    "draft_cuda_graph_capture": "warmup",
+}
+
+# the startup lines, in the order a launch logs them (`Capture cuda graph bs/num tokens [...]`
+# opens a capture stage: the piecewise prefill graphs after the decode graphs' end line)
+STARTUP_EVENT_KINDS = (
+    "init_dist_begin",
+    "init_dist_end",
+    "weight_load_begin",
+    "weight_load_end",
+    "kv_cache_allocated",
+    "memory_pool_end",
+    "cuda_graph_capture_begin",
+    "cuda_graph_bs",
+    "cuda_graph_capture_end",
+    "memory_summary",
+)
+
+
+def stop_phase(run: Run) -> tuple[str | None, Event | None]:
+    """(the phase the log stops in, the event that began it), from the order of the startup lines.
+
+    The phase of the latest begin line; if every rank that began it finished it afterwards, the
+    step after it (nothing of that step logged yet).  A ``memory_summary`` line means the model
+    runner is set up (its pool and graphs): warm-up.  (None, None) without startup lines."""
+    began: dict[str, set[str]] = {}
+    ended: dict[str, set[str]] = {}
+    first: dict[str, Event] = {}
+    loads: dict[str, int] = {}
+    current = None
+    for e in run.events_of(*STARTUP_EVENT_KINDS):
+        r = e.rank.label if e.rank else "-"
+        k = e.kind
+        ph = None
+        end = False
+        if k == "init_dist_begin":
+            ph = "distributed_init"
+        elif k == "init_dist_end":
+            ph, end = "distributed_init", True
+        elif k == "weight_load_begin":
+            loads[r] = loads.get(r, 0) + 1
+            ph = "weight_load" if loads[r] == 1 else "draft_weight_load"
+        elif k == "weight_load_end":
+            ph, end = ("weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"), True
+        elif k == "kv_cache_allocated":
+            ph = "kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"
+        elif k == "memory_pool_end":
+            ph, end = ("kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"), True
+        elif k in ("cuda_graph_capture_begin", "cuda_graph_bs"):
+            ph = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
+        elif k == "cuda_graph_capture_end":
+            ph, end = ("draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"), True
+        elif k == "memory_summary":
+            ph = "warmup"
+        if ph is None:
+            continue
+        if end:
+            ended.setdefault(ph, set()).add(r)
+            began.setdefault(ph, set())
+        else:
+            began.setdefault(ph, set()).add(r)
+            ended.get(ph, set()).discard(r)  # (a further stage of the phase on this rank)
+            first.setdefault(ph, e)
+            current = ph
+        if current is None:
+            current = ph
+    if current is None:
+        return None, None
+    if current != "warmup" and began.get(current) and began[current] <= ended.get(current, set()):
+        return NEXT_PHASE.get(current, "warmup"), first.get(current)
+    return current, first.get(current)
+
+
 def _current_phase(run: Run) -> str | None:
     """The last startup phase that began (and did not finish), or 'launch'."""
     if run.startup is None or not run.startup.phases:
@@ -1162,16 +1243,9 @@ def _current_phase(run: Run) -> str | None:
         if any(p.end is None and (r not in later and "-" not in later) for r, p in run.startup.phases[name].per_rank.items()):
             return name
     if last and not run.has("server_ready"):
-        nxt = {
-            "weight_load": "kv_pool",
-            "kv_pool": "cuda_graph_capture",
-            "cuda_graph_capture": "warmup",
-            "draft_weight_load": "draft_kv_pool",
-            "draft_kv_pool": "draft_cuda_graph_capture",
-            "draft_cuda_graph_capture": "warmup",
-            "distributed_init": "weight_load",
-        }
-        return nxt.get(last, last)
+        # no rank is still in a phase it began: the order of the startup lines tells the step the
+        # log stops in (a summary line after the pool's end, a capture stage after the graphs' end)
+        return stop_phase(run)[0] or NEXT_PHASE.get(last, last)
     return "serving"
 
 

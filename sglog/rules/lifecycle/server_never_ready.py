@@ -83,9 +83,8 @@ class ServerNeverReady(Rule):
         warmup = run.ending.phase == "warmup" and run.batches.height > 0  # the warm-up request ran, no ready line followed
         if run.batches.height and not warmup:
             return
-        phase, begin = facts.last_startup_phase(run)
-        if phase is None or warmup:
-            phase = run.ending.phase
+        _stop, begin = facts.last_startup_phase(run)  # (the line that began it, for evidence)
+        phase = run.ending.phase  # (the run's reading: the summary's `ended` line says the same)
         if warmup:
             begin = run.first("prefill_batch") or begin
         last = None
