@@ -1,6 +1,6 @@
 # sglog: two commands on a fresh machine
 #   make run    create .venv, install sglog, diagnose a bundled story log
-#   make test   create .venv if needed, ruff check, ruff format --check, the whole test suite
+#   make test   create .venv if needed, ruff check, ruff format --check, mypy, the whole test suite
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -23,10 +23,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache dist build
+	rm -rf $(VENV) .pytest_cache .mypy_cache dist build
 
 -include benchmarks/Makefile.inc
 -include reports/Makefile.inc

@@ -19,7 +19,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sglog.errors import UsageError
 
@@ -95,6 +95,15 @@ def load(start: Path | None = None) -> Config:
     return Config(path, names("select"), names("ignore"), choice("fail-on", FAIL_ON), choice("format", FORMATS), {k: dict(v) for k, v in rules.items()})
 
 
-def rule_options(config: Config, rule) -> dict[str, Any]:
+class _Named(Protocol):
+    """What ``rule_options`` reads of a rule (sglog.rules.base.Rule: a later stage, not imported)."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+def rule_options(config: Config, rule: _Named) -> dict[str, Any]:
     """The options the file sets for ``rule`` (by its name or its code)."""
     return {**config.options.get(rule.code, {}), **config.options.get(rule.name, {})}

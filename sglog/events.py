@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -243,7 +244,7 @@ class _Compact(type):
     multi-hour log has tens of thousands of events that the reading makes and every rule walks:
     slots make both cheaper (#7)."""
 
-    def __new__(mcls, name, bases, ns, **kw):
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: Any) -> _Compact:
         if bases:
             ns.setdefault("__slots__", ())
         return super().__new__(mcls, name, bases, ns, **kw)
@@ -254,9 +255,9 @@ class Event(metaclass=_Compact):
     """One record of a log.  ``line``/``end_line`` are 1-based physical lines."""
 
     kind: ClassVar[str] = ""
-    FIELDS: ClassVar[dict[str, Any]] = {}
+    FIELDS: ClassVar[dict[str, Callable[[str], Any]]] = {}
     # terminal name -> (field names of its capture groups, in order; constant fields)
-    TERMS: ClassVar[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {}
+    TERMS: ClassVar[dict[str, tuple[tuple[str | None, ...], dict[str, Any]]]] = {}
     DOC: ClassVar[str] = ""
     # who wrote the record: "sglang" (its own messages), "third_party" (another program's
     # output of a known shape: NCCL, torch, tqdm, pip, a shell ...: never evidence that a log is
@@ -276,7 +277,7 @@ class Event(metaclass=_Compact):
     text: str = ""
     fields: dict[str, Any] = field(default_factory=dict)
 
-    def __init_subclass__(cls, **kw):
+    def __init_subclass__(cls, **kw: Any) -> None:
         super(Event, cls).__init_subclass__(**kw)  # (not super(): dataclass(slots=True) made a new class)
         if cls.kind:
             KIND_CLASSES[cls.kind] = cls
@@ -1440,5 +1441,5 @@ SPECIAL_KINDS = ("blank", "unparsed", "sglang_message") + NAMED_KINDS
 HOT_KINDS = ("decode_batch", "prefill_batch", "http_access")
 
 
-def make(kind: str, **kw) -> Event:
+def make(kind: str, **kw: Any) -> Event:
     return KIND_CLASSES[kind](**kw)

@@ -242,13 +242,13 @@ def choose_launcher(command: str | None, override: str | None = None, env: str |
             return words, notes
     if command:
         try:
-            words = shlex.split(command)
+            logged = shlex.split(command)
         except ValueError:
-            words = command.split()
-        for i, w in enumerate(words):
-            if os.path.basename(w) == "sglang" and i + 1 < len(words) and words[i + 1] == "serve":
+            logged = command.split()
+        for i, w in enumerate(logged):
+            if os.path.basename(w) == "sglang" and i + 1 < len(logged) and logged[i + 1] == "serve":
                 return SERVE_LAUNCHER, notes
-            if re.fullmatch(r"python[\d.]*", os.path.basename(w)) and words[i + 1 : i + 3] == ["-m", "sglang.launch_server"]:
+            if re.fullmatch(r"python[\d.]*", os.path.basename(w)) and logged[i + 1 : i + 3] == ["-m", "sglang.launch_server"]:
                 py = os.path.basename(w)
                 if py != w:
                     notes.append(f"the log ran {w}; the relaunch uses {py} from PATH (set --launcher to choose the interpreter)")

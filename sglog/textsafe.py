@@ -24,6 +24,7 @@ no renderer has to remember it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # ESC then: CSI (params, intermediates, final), OSC/DCS/SOS/PM/APC strings (to BEL or ST, or the
@@ -38,7 +39,7 @@ _SEQUENCE = re.compile(
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
 
 
-def _strip(m: re.Match) -> str:
+def _strip(m: re.Match[str]) -> str:
     return ""
 
 
@@ -76,7 +77,7 @@ class TerminalStream:
         self._stream.write(clean(text, self._keep_sgr))
         return len(text)
 
-    def writelines(self, lines) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
@@ -126,7 +127,7 @@ class ClosedStream:
             return 0
         raise OutputError("stdout is closed: nowhere to write the output (use -o FILE)")
 
-    def writelines(self, lines) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 

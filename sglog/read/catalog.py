@@ -307,7 +307,7 @@ def _key_piece(template: str) -> str:
         pieces = [p for p in _parts(template) if p is not _PLACEHOLDER]
     else:
         pieces = template.split("{}")
-    return max([p.strip() for p in pieces], key=len)  # type: ignore[union-attr]
+    return max([p.strip() for p in pieces], key=len)
 
 
 def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str = "<data>") -> dict[str, Any]:
@@ -692,8 +692,9 @@ def _gunzip(raw: bytes) -> bytes:
     except ImportError:
         return gzip.decompress(raw)
     try:
-        return igzip.decompress(raw)
-    except isal_zlib.error as e:
+        out: bytes = igzip.decompress(raw)  # (igzip.decompress has no annotations)
+        return out
+    except isal_zlib.error as e:  # type: ignore[misc]  # isal's stub declares `error: Exception`, an instance; it is the class
         raise zlib.error(str(e)) from None
 
 

@@ -8,6 +8,7 @@ the size of the input.
 
 from __future__ import annotations
 
+import enum
 import functools
 import gzip
 import hashlib
@@ -17,17 +18,23 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from sglog.errors import InputError
 from sglog.textsafe import quote
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 FIRST_CHUNK_BYTES = 1 << 20  # the small first chunk, read by the caller, which teaches the shape book (parse._read_ahead)
 CHUNK_BYTES = 32 << 20  # per chunk in flight: ~200 MB of polars intermediates; fewer chunks, less fixed cost (1M lines: -10%, 5M peak RSS 1.42 -> 1.35 GB)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BINARY_SIGNATURES = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff")
+Binary = io.RawIOBase | io.BufferedIOBase  # a reader of an input's bytes (raw or inflated)
 
 
 class _Fd:
@@ -72,9 +79,10 @@ class _FileReader(io.RawIOBase):
         self._pos += len(block)
         return block
 
-    def readinto(self, b) -> int:
-        block = self.read(len(b))
-        b[: len(block)] = block
+    def readinto(self, b: WriteableBuffer) -> int:
+        view = memoryview(b).cast("B")
+        block = self.read(len(view))
+        view[: len(block)] = block
         return len(block)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
@@ -117,16 +125,19 @@ class _Stream:
         self.started = False  # the one reading has begun
         self.done = False  # ... and reached the end
         self.plain = True  # set by open_source: a plain stream is kept compressed here
-        self._pack = None
+        self._pack: _Packer | None = None
 
     def _raw_read(self, n: int) -> bytes:
         """Up to ``n`` bytes, fewer only at the end (a pipe hands out 64 KiB at a time)."""
+        fd = self.fd
+        if fd is None:  # (read to its end and closed)
+            return b""
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
         while got < n:
             try:
-                k = os.readv(self.fd.fd, [view[got:]])
+                k = os.readv(fd.fd, [view[got:]])
             except InterruptedError:
                 continue
             if k == 0:
@@ -191,11 +202,26 @@ class _Stream:
         while not self.done:
             self.take(1 << 20)
 
-    def kept_reader(self) -> io.RawIOBase:
+    def kept_reader(self) -> Binary:
         """The bytes read so far, from the kept copy (decompressed when kept so)."""
         if self.plain:
             return _Unpack(self.kept)
         return io.BytesIO(b"".join(self.kept))
+
+
+class _Packer(Protocol):
+    """zlib's (or ISA-L's) compressobj: what a stream's kept copy is compressed with."""
+
+    def compress(self, data: bytes, /) -> bytes: ...
+    def flush(self) -> bytes: ...
+
+
+class _Unpacker(Protocol):
+    """zlib's (or ISA-L's) decompressobj: what a kept copy is inflated with."""
+
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = ..., /) -> bytes: ...
 
 
 class _StreamReader(io.RawIOBase):
@@ -214,9 +240,10 @@ class _StreamReader(io.RawIOBase):
             return b"".join(parts)
         return self.stream.take(n) if n else b""
 
-    def readinto(self, b) -> int:
-        block = self.read(len(b))
-        b[: len(block)] = block
+    def readinto(self, b: WriteableBuffer) -> int:
+        view = memoryview(b).cast("B")
+        block = self.read(len(view))
+        view[: len(block)] = block
         return len(block)
 
 
@@ -245,9 +272,10 @@ class _Inflating(io.RawIOBase):
         self._out = block[n:]
         return block[:n]
 
-    def readinto(self, b) -> int:
-        block = self.read(len(b))
-        b[: len(block)] = block
+    def readinto(self, b: WriteableBuffer) -> int:
+        view = memoryview(b).cast("B")
+        block = self.read(len(view))
+        view[: len(block)] = block
         return len(block)
 
 
@@ -257,7 +285,7 @@ class _Unpack(_Inflating):
     def __init__(self, pieces: list[bytes]) -> None:
         super().__init__()
         isal = _isal()
-        self._z = (isal[1] if isal else zlib).decompressobj()
+        self._z: _Unpacker = (isal[1] if isal else zlib).decompressobj()
         self._pieces = list(pieces)
 
     def _more(self, limit: int) -> bytes | None:
@@ -281,7 +309,7 @@ class Source:
         self._size = size
         self.stream = _Stream(fd, name) if stream else None
         self._holder: _Fd | None = None if stream else fd  # (a stream's is its own: let go when its reading ends)
-        self._stat: tuple | None = None
+        self._stat: tuple[int, int, int, int] | None = None
 
     def identity(self) -> tuple[int, int] | None:
         """(device, inode) of the file read (a regular file's as opened; a stream's while it is
@@ -324,7 +352,7 @@ class Source:
     def __repr__(self) -> str:
         return f"Source(name={self.name!r}, compression={self.compression!r}, stream={self.stream is not None})"
 
-    def __reduce__(self):  # (parse_files hands regular files to other processes, which open them anew)
+    def __reduce__(self) -> tuple[Callable[[str], Source], tuple[str]]:  # (parse_files hands regular files to other processes, which open them anew)
         if self.stream is not None:
             raise TypeError(f"{self.name}: a pipe cannot be handed to another process")
         return (open_source, (self.name,))
@@ -335,7 +363,7 @@ class Source:
             return self.stream.peek(n)
         return os.pread(self._fd.fd, n, self._base)
 
-    def raw(self, partial: bool = False) -> io.RawIOBase:
+    def raw(self, partial: bool = False) -> Binary:
         """A reader of the raw (maybe compressed) bytes from the start: a regular file's own
         offset; a stream's one reading, then its kept copy."""
         if self.stream is None:
@@ -417,7 +445,7 @@ def opened(name: str) -> Source | None:
     return _sources.get(name)
 
 
-def _identity(st: os.stat_result) -> tuple:
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
@@ -484,7 +512,7 @@ def _open(name: str) -> Source:
     return src
 
 
-def _open_binary(src: Source, partial: bool = False, raws: list | None = None) -> io.BufferedIOBase:
+def _open_binary(src: Source, partial: bool = False, raws: list[Binary] | None = None) -> Binary:
     raw = src.raw(partial)
     if raws is not None:
         raws.append(raw)
@@ -502,7 +530,7 @@ class _ZstdReader(_Inflating):
 
     PIECE = 16 << 10
 
-    def __init__(self, raw, name: str) -> None:
+    def __init__(self, raw: Binary, name: str) -> None:
         import zstandard
 
         super().__init__()
@@ -533,7 +561,7 @@ class _ZstdReader(_Inflating):
         return self._z.decompress(data)
 
 
-def _isal():
+def _isal() -> tuple[ModuleType, ModuleType] | None:
     """ISA-L's gzip reader and zlib module (``isal``: twice as fast as zlib, which is the fallback
     where no wheel of it installs; the 1M-line benchmark log, 184 MB: 0.15 against 0.31 s of CPU),
     or None."""
@@ -544,7 +572,7 @@ def _isal():
     return igzip, isal_zlib
 
 
-def _gzip_open(raw) -> io.BufferedIOBase:
+def _gzip_open(raw: Binary) -> io.BufferedIOBase:
     isal = _isal()
     return isal[0].open(raw, "rb") if isal else gzip.GzipFile(fileobj=raw, mode="rb")
 
@@ -639,7 +667,7 @@ def iter_raw_chunks(src: Source, chunk_bytes: int = CHUNK_BYTES, first_bytes: in
     """
     carry = b""
     sizes = [first_bytes or chunk_bytes] + ([max(1, chunk_bytes // 4), max(1, chunk_bytes // 2)] if ramp else [])
-    raws: list = []
+    raws: list[Binary] = []
     lines = inflated = 0
     try:
         with _open_binary(src, partial, raws) as f:
@@ -689,7 +717,7 @@ BOMB_BYTES = 256 << 20  # compressed input inflating past this ...
 BOMB_RATIO = 250  # ... at more than this ratio is refused (logs inflate 5-30x; a .gz of newlines 1,000x)
 
 
-def _refuse_bombs(src: Source, n: int, size: int, lines: int, inflated: int, raw) -> None:
+def _refuse_bombs(src: Source, n: int, size: int, lines: int, inflated: int, raw: Binary) -> None:
     """Refuse early what would be held whole (#28): millions of (nearly) empty lines -- each line
     becomes an event; 10M one-character lines took 4.5 GB -- and a decompression bomb (a 1 MB .gz
     of newlines grew past 6.8 GB).  Called per block, with the block's and the running totals."""
@@ -744,7 +772,7 @@ class _Prefetch:
         import queue
 
         self.key = (str(src.path), src.size, plan)
-        self.items: queue.Queue = queue.Queue()
+        self.items: queue.Queue[tuple[bytes, bytes, int] | BaseException | _Mark] = queue.Queue()
         self.chunks = iter_raw_chunks(src, *plan)
         self.thread = threading.Thread(target=self._run, args=(count,), name="sglog-prefetch", daemon=True)
         self.thread.start()
@@ -754,19 +782,19 @@ class _Prefetch:
             for _ in range(count):
                 item = next(self.chunks, None)
                 if item is None:
-                    self.items.put(_END)
+                    self.items.put(_Mark.END)
                     return
                 self.items.put(item)
-            self.items.put(_MORE)
+            self.items.put(_Mark.MORE)
         except BaseException as e:  # (raised where the parse reaches it)
             self.items.put(e)
 
     def __iter__(self) -> Iterator[tuple[bytes, bytes, int]]:
         while True:
             item = self.items.get()
-            if item is _END:
+            if item is _Mark.END:
                 return
-            if item is _MORE:
+            if item is _Mark.MORE:
                 yield from self.chunks
                 return
             if isinstance(item, BaseException):
@@ -776,7 +804,11 @@ class _Prefetch:
             yield box.pop()  # (as in iter_raw_chunks: no reference to the block while suspended)
 
 
-_END, _MORE = object(), object()
+class _Mark(enum.Enum):
+    """What a prefetch thread puts after its blocks: the input ended, or the rest is to be read."""
+
+    END = "end"
+    MORE = "more"
 
 
 _prefetches: dict[str, _Prefetch] = {}

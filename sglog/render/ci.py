@@ -5,27 +5,32 @@ Pure: findings in, a string out; the CLI writes it.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from sglog import jsonout
+from sglog.findings import Finding
+
+if TYPE_CHECKING:
+    from sglog.rules.base import Rule
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def _first_location(f) -> tuple[str | None, int | None]:
+def _first_location(f: Finding) -> tuple[str | None, int | None]:
     for e in f.evidence:
         if e.file and e.line is not None:
             return e.file, e.line
     return (f.evidence[0].file, None) if f.evidence else (None, None)
 
 
-def _text(f) -> str:
+def _text(f: Finding) -> str:
     """The message, the fix and, for each flag another finding's fix decides, that it is superseded."""
     return f.message + (f" Fix: {f.fix.summary}" if f.fix is not None and f.fix.summary else "") + "".join(f" Superseded: {x.text()}." for x in f.superseded)
 
 
-def sarif(findings, rules) -> str:
+def sarif(findings: Iterable[Finding], rules: Iterable[Rule]) -> str:
     """A SARIF 2.1.0 log: one run of the tool ``sglog``, its rules, a result per finding.
 
     >>> import json
@@ -67,7 +72,7 @@ def _escape_property(s: str) -> str:
     return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def github(findings) -> str:
+def github(findings: Iterable[Finding]) -> str:
     """GitHub Actions workflow commands: an ``::error``/``::warning``/``::notice`` line per finding.
 
     >>> from sglog.findings import Evidence, Finding

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from sglog.findings import SEVERITY_RANK, Finding
+
+if TYPE_CHECKING:
+    from sglog.rules.base import Rule
+    from sglog.runs.build import Run
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 EVIDENCE_WIDTH = 150
@@ -116,18 +121,19 @@ BASE_WORDS = {
 }
 
 
-def suggested_change(run, findings: list[Finding]) -> tuple[Text | None, list]:
+def suggested_change(run: Run, findings: list[Finding]) -> tuple[Text | None, list[RenderableType]]:
     """The run's merged flag change: the relaunch command on one copy-pasteable line (None when it
     cannot be built), then what it is built on and one line per flag (``was -> now``, the fix that
     decides it and the ones it overrides); nothing when no fix changes a flag."""
-    from sglog.diagnose import decide, relaunch
+    from sglog.diagnose import relaunch
+    from sglog.fixes import decide
     from sglog.read import args as sargs
     from sglog.relaunch import quote
 
     decisions = decide(findings, run.index)
     if not decisions:
         return None, []
-    out: list = []
+    out: list[RenderableType] = []
     plan = relaunch(run, findings)
     command = Text("    " + " ".join(quote(w) for w in plan.argv)) if plan is not None else None
     if plan is not None:
@@ -151,7 +157,7 @@ def suggested_change(run, findings: list[Finding]) -> tuple[Text | None, list]:
 # ------------------------------------------------------------------ rendering
 
 
-def _ending(run) -> str:
+def _ending(run: Run) -> str:
     from sglog.rules.lifecycle.phases import phase_words
 
     e = run.ending
@@ -169,7 +175,7 @@ def _ending(run) -> str:
     return e.describe()
 
 
-def _labelled(rows: list[tuple[str, str]]) -> Table:
+def _labelled(rows: list[tuple[str, str]]) -> Padding:
     """``label  value`` lines whose values wrap under themselves, not back to column 0."""
     grid = Table.grid(padding=(0, 2, 0, 0))
     grid.add_column(width=11, no_wrap=True)
@@ -189,8 +195,8 @@ def _needles(f: Finding) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w for flag in flags for w in (flag.lstrip("-").replace("-", "_") + "=", flag)))
 
 
-def _finding(f: Finding, files: set[str], width: int) -> list:
-    out: list = []
+def _finding(f: Finding, files: set[str], width: int) -> list[RenderableType]:
+    out: list[RenderableType] = []
     head = Text("  ")
     head.append(f"{f.severity.upper():<7}", style=STYLE[f.severity])
     head.append(f" {f.code} ", style="bold")
@@ -227,7 +233,7 @@ def _finding(f: Finding, files: set[str], width: int) -> list:
     return out
 
 
-def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None = None, *, color: bool = False, width: int = 120) -> str:
+def render_rich(runs: Sequence[Run], findings: list[Finding], coverage: dict[str, Any] | None = None, *, color: bool = False, width: int = 120) -> str:
     con, buf = _console(color, width)
     for k, run in enumerate(runs):
         if k:
@@ -261,7 +267,7 @@ def render_rich(runs, findings: list[Finding], coverage: dict[str, Any] | None =
     return _clean(buf.getvalue())
 
 
-def summary_line(runs, findings: list[Finding], coverage: dict[str, Any] | None = None) -> str:
+def summary_line(runs: Sequence[Run], findings: list[Finding], coverage: dict[str, Any] | None = None) -> str:
     from sglog.diagnose import counts
 
     c = counts(findings)
@@ -293,7 +299,7 @@ def _plain(text: str) -> str:
     return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)
 
 
-def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
+def rules_table(rules: Sequence[Rule], *, color: bool = False, width: int = 120) -> str:
     from rich.table import Table
 
     from sglog.rules import GROUPS
@@ -315,7 +321,7 @@ def rules_table(rules, *, color: bool = False, width: int = 120) -> str:
     return _clean(buf.getvalue())
 
 
-def triggers_text(rule) -> str:
+def triggers_text(rule: Rule) -> str:
     """What a rule reads, as explain shows it: its event kinds, then its run facts with what they are."""
     from sglog.rules.base import FACTS
 
@@ -330,7 +336,7 @@ def triggers_text(rule) -> str:
     return "\n".join(out)
 
 
-def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
+def rule_doc_markdown(rule: Rule, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
     """A rule's documentation as Markdown (what ``sglog explain`` prints); each option with the
     value in effect and where it comes from (``overrides`` from the configuration file ``source``)."""
     from sglog.rules import DOC_SECTIONS
@@ -355,7 +361,7 @@ def rule_doc_markdown(rule, overrides: dict[str, Any] | None = None, source: str
     return "\n".join(out)
 
 
-def explain(rule, *, color: bool = False, width: int = 100, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
+def explain(rule: Rule, *, color: bool = False, width: int = 100, overrides: dict[str, Any] | None = None, source: str | None = None) -> str:
     text = rule_doc_markdown(rule, overrides, source)
     if not color:
         return text

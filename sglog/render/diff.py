@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import Group
+
     from sglog.diff import DiffResult
 
 PHASE_TITLES = {
@@ -177,14 +179,16 @@ def _memory_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 def _run_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
     a, b = d["a"], d["b"]
 
-    def spec(x):
+    def spec(x: dict[str, Any]) -> str:
         s = x.get("speculative")
         if not s:
             return "-"
         steps = f", {s['num_steps']} steps" if s.get("num_steps") else ""
         return f"{s.get('algorithm')}{steps}"
 
-    par = lambda p: " ".join(f"{k}{v}" for k, v in p.items() if v != 1 or k == "tp") or "-"  # noqa: E731
+    def par(p: dict[str, Any]) -> str:
+        return " ".join(f"{k}{v}" for k, v in p.items() if v != 1 or k == "tp") or "-"
+
     return [
         ("run", a["spec"], b["spec"]),
         ("model", a.get("model") or "-", b.get("model") or "-"),
@@ -198,7 +202,7 @@ def _run_rows(d: dict[str, Any]) -> list[tuple[str, str, str]]:
 # ------------------------------------------------------------------ rich
 
 
-def render_rich(result: DiffResult):
+def render_rich(result: DiffResult) -> Group:
     """A rich renderable (Group of panels and tables)."""
     from rich.console import Group
     from rich.panel import Panel
@@ -242,8 +246,8 @@ def render_rich(result: DiffResult):
         parts.append(t)
 
     t = table("memory budget (per GPU; min free / max used across ranks)", ("", "A", "B", "change"))
-    for row in _memory_rows(d):
-        t.add_row(*row)
+    for memory_row in _memory_rows(d):
+        t.add_row(*memory_row)
     parts.append(t)
 
     cg = d["cuda_graph"]

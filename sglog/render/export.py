@@ -6,9 +6,13 @@ nested values, writes a list column as JSON text (``commands._common.write_frame
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from sglog.runs.build import Run
 
 # (column, type) of a run's row, in order
 RUN_SCHEMA: dict[str, Any] = {
@@ -75,7 +79,7 @@ def run_row(summary: dict[str, Any], last_ts: Any = None) -> dict[str, Any]:
     }
 
 
-def runs_frame(runs: list) -> pl.DataFrame:
+def runs_frame(runs: Sequence[Run]) -> pl.DataFrame:
     """One row per run, ``RUN_SCHEMA``'s columns and types (also for no runs)."""
     from sglog.timeline import run_summary
 

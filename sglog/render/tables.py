@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Group, JustifyMethod
 
-def stats_table(doc: dict[str, Any]):
+
+def stats_table(doc: dict[str, Any]) -> Group:
     """Line accounting per file (what named each line), then each file's unparsed lines grouped
     by shape: what sglog does not know, with a count and one example each."""
     from rich.console import Group
@@ -33,7 +38,8 @@ def stats_table(doc: dict[str, Any]):
         if not groups:
             continue
         u = Table(title=f"unparsed lines of {f['path']}, by shape", show_lines=False)
-        for col, just in (("lines", "right"), ("first", "right"), ("shape", "left"), ("example", "left")):
+        columns: tuple[tuple[str, JustifyMethod], ...] = (("lines", "right"), ("first", "right"), ("shape", "left"), ("example", "left"))
+        for col, just in columns:
             u.add_column(col, justify=just, overflow="fold")
         for g in groups:
             u.add_row(str(g["lines"]), str(g["first_line"]), g["template"], g["example"])
@@ -57,7 +63,7 @@ def events_table(rows: list[dict[str, Any]], limit: int = 2000, width: int | Non
     return t
 
 
-def runs_table(rows: list[dict[str, Any]], width: int | None = None):
+def runs_table(rows: list[dict[str, Any]], width: int | None = None) -> Group | Table:
     """The runs as a table; a crashed run's cell says where it crashed and its exception type,
     and its whole message follows the table (a long message in a narrow cell would be cut)."""
     from rich.console import Group
@@ -96,7 +102,7 @@ def runs_table(rows: list[dict[str, Any]], width: int | None = None):
     return Group(t, *notes) if notes else t
 
 
-def frame_table(frame, limit: int = 500, width: int | None = None) -> Table:
+def frame_table(frame: pl.DataFrame, limit: int = 500, width: int | None = None) -> Table:
     t = Table()
     if frame.height == 0:
         t.add_column("no batch lines in this run")
@@ -140,7 +146,7 @@ def _columns(table: Table, headers: list[str], rows: list[list[str]], width: int
         table.add_column(head, overflow="ellipsis", width=w)
 
 
-def _least(cells, short: int = 20) -> int:
+def _least(cells: Iterable[str], short: int = 20) -> int:
     """The narrowest a column may be: its longest cell when every cell is short, else its longest word."""
     cells = list(cells)
     if all(len(c) <= short for c in cells):
@@ -148,7 +154,7 @@ def _least(cells, short: int = 20) -> int:
     return max((len(w) for c in cells for w in c.split()), default=1)
 
 
-def _fmt(v) -> str:
+def _fmt(v: object) -> str:
     if v is None:
         return ""
     if isinstance(v, float):

@@ -19,9 +19,15 @@ needs neither a browser nor the network.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from sglog.report.model import Report, Subject
+
+if TYPE_CHECKING:
+    import altair
+
+    from sglog.runs.build import Run
 
 WIDTH = 640
 PHASE_LABELS = {
@@ -36,7 +42,8 @@ PHASE_LABELS = {
 RUN_COLORS = ("#4c78a8", "#f58518")
 
 
-def _alt():
+def _alt() -> ModuleType:
+    """altair, imported when a chart is drawn (its import is slow); its charts are then untyped."""
     import altair as alt
 
     return alt
@@ -65,7 +72,7 @@ def crash_point(s: Subject) -> tuple[datetime, str] | None:
 # ------------------------------------------------------------------ startup
 
 
-def launch_in_log(run) -> bool:
+def launch_in_log(run: Run) -> bool:
     """Whether the log shows the launch (its command or the server arguments SGLang prints first):
     only then is the first line's time the launch's, and "seconds since launch" true."""
     return run.launch_command is not None or run.has("server_args")
@@ -121,7 +128,7 @@ def crash_mark(s: Subject) -> dict[str, Any] | None:
     return {"run": s.label or s.run.name, "crash_s": _r((cp[0] - st.launch).total_seconds(), 2), "label": cp[1]}
 
 
-def _titled(report: Report, title: str, panels: list, extra: list[str]):
+def _titled(report: Report, title: str, panels: list[tuple[str, altair.LayerChart]], extra: list[str]) -> dict[str, Any]:
     """One panel per run: alone, or stacked with one shared x scale so the runs compare at a glance."""
     alt = _alt()
     sub = [] if len(panels) > 1 else _subtitle(report)  # stacked panels carry the run names
@@ -268,14 +275,15 @@ def memory_chart(report: Report) -> dict[str, Any] | None:
         )
         labels = base.mark_text(align="left", dx=4, fontSize=11).encode(x="end:Q", y=y, text="label:N").transform_calculate(label="format(datum.gb, '.2f') + ' GB'")
         layers = [bars, labels]
-        if m.static_pool_gb is not None:
+        pool_gb, total_gb, fraction = m.static_pool_gb, m.total_gb, m.mem_fraction_static
+        if pool_gb is not None and total_gb is not None and fraction is not None:  # (a pool is known only with both)
             origin = f", {m.mem_fraction_static_origin}" if m.mem_fraction_static_origin else ""
             pool = {
                 "run": s.label or s.run.name,
-                "gb": _r(m.static_pool_gb),
-                "label": f"static pool {m.mem_fraction_static:g} × {m.total_gb:.2f} = {m.static_pool_gb:.2f} GB (mem_fraction_static{origin})",
+                "gb": _r(pool_gb),
+                "label": f"static pool {fraction:g} × {total_gb:.2f} = {pool_gb:.2f} GB (mem_fraction_static{origin})",
             }
-            right = m.static_pool_gb > 0.5 * m.total_gb  # the label goes on the side with room
+            right = pool_gb > 0.5 * total_gb  # the label goes on the side with room
             marks = alt.Chart(alt.Data(values=[pool]))
             layers.append(marks.mark_rule(color="#d62728", strokeWidth=2, strokeDash=[6, 3]).encode(x="gb:Q", tooltip=[alt.Tooltip("label:N", title="static pool")]))
             layers.append(
@@ -301,6 +309,8 @@ def serving_rows(s: Subject, every: str) -> tuple[list[dict[str, Any]], datetime
     if w.height == 0:
         return [], None
     t0 = w.get_column("window_start").min()
+    if not isinstance(t0, datetime):  # (windows with no start: nothing to place on a time axis)
+        return [], None
     rows = []
     for d in w.iter_rows(named=True):
         rows.append(
@@ -326,7 +336,8 @@ def serving_rows(s: Subject, every: str) -> tuple[list[dict[str, Any]], datetime
 def serving_crash(s: Subject, t0: datetime | None) -> dict[str, Any] | None:
     """A crash while serving, in seconds since the first window."""
     cp = crash_point(s)
-    if t0 is None or cp is None or s.run.ending.phase != "serving":
+    e = s.run.ending
+    if t0 is None or cp is None or e is None or e.phase != "serving":
         return None
     return {"run": s.label or s.run.name, "t": (cp[0] - t0).total_seconds(), "time": cp[0].strftime("%Y-%m-%d %H:%M:%S"), "label": cp[1]}
 
@@ -371,7 +382,7 @@ def serving_chart(report: Report) -> dict[str, Any] | None:
     points = len(rows) <= 150 * len(runs)  # few windows: show each one
     tip_time = [alt.Tooltip("run:N"), alt.Tooltip("time:N", title="window start")]
 
-    def line(field: str, **kw):
+    def line(field: str, **kw: Any) -> altair.Chart:
         mark = {"point": alt.OverlayMarkDef(size=14)} if points else {}
         return alt.Chart().transform_filter(f"isValid(datum.{field})").mark_line(**mark, **kw)
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sglog.errors import UsageError
 from sglog.report.model import MAX_POINTS, Change, InputFile, Relaunch, Report, Subject, UnparsedGroup
+
+if TYPE_CHECKING:
+    from sglog.findings import Finding
+    from sglog.read.parse import ParsedLog
+    from sglog.runs.build import Run
 
 WINDOW_LADDER = ("1s", "2s", "5s", "10s", "15s", "30s", "1m", "2m", "5m", "10m", "15m", "30m", "1h", "2h", "6h", "12h", "1d")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -38,7 +46,7 @@ def pick_window(span_s: float, gap_s: float = 0.0, max_points: int = MAX_POINTS,
     return WINDOW_LADDER[-1]
 
 
-def serving_span(run) -> tuple[float, float]:
+def serving_span(run: Run) -> tuple[float, float]:
     """Seconds between the first and last timestamped batch line, and the median gap between lines."""
     b = run.decode if run.decode.height else run.batches
     if b.height == 0 or "ts" not in b.columns:
@@ -48,8 +56,10 @@ def serving_span(run) -> tuple[float, float]:
         return 0.0, 0.0
     gaps = ts.diff().dt.total_milliseconds().drop_nulls()
     gaps = gaps.filter(gaps > 0)
-    gap = float(gaps.median()) / 1000.0 if gaps.len() else 0.0
-    return (ts.max() - ts.min()).total_seconds(), gap
+    median = gaps.median() if gaps.len() else None
+    gap = float(median) / 1000.0 if isinstance(median, (int, float)) else 0.0
+    first, last = ts.min(), ts.max()
+    return ((last - first).total_seconds() if isinstance(first, datetime) and isinstance(last, datetime) else 0.0), gap
 
 
 # ------------------------------------------------------------------ inputs
@@ -67,7 +77,7 @@ def _pattern(message: str) -> str:
     return first[:120]
 
 
-def unparsed_groups(log, limit: int = 20) -> tuple[UnparsedGroup, ...]:
+def unparsed_groups(log: ParsedLog, limit: int = 20) -> tuple[UnparsedGroup, ...]:
     """Unrecognised lines of a parsed log grouped by their look, most frequent first."""
     counts: Counter[str] = Counter()
     first: dict[str, tuple[int, str]] = {}
@@ -82,7 +92,7 @@ def unparsed_groups(log, limit: int = 20) -> tuple[UnparsedGroup, ...]:
     return tuple(UnparsedGroup(pattern=k, count=n, first_line=first[k][0], example=first[k][1]) for k, n in ranked[:limit])
 
 
-def input_file(log) -> InputFile:
+def input_file(log: ParsedLog) -> InputFile:
     src = log.source
     return InputFile(
         name=Path(src.name).name if src.name != "-" else "(stdin)",
@@ -100,7 +110,7 @@ def input_file(log) -> InputFile:
 # ------------------------------------------------------------------ fixes and the diff
 
 
-def relaunch_command(run, findings) -> Relaunch | None:
+def relaunch_command(run: Run, findings: Sequence[Finding]) -> Relaunch | None:
     """The relaunch with every fix applied (sglog.fixes decides which fix holds a flag)."""
     from sglog.relaunch import build_plan, final_lines
 

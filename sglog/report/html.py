@@ -13,10 +13,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglog import jsonout
+
+if TYPE_CHECKING:
+    from markdown_it.renderer import RendererHTML
+    from markdown_it.token import Token
+    from markdown_it.utils import EnvType, OptionsDict
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2328;margin:0;background:#fff}
@@ -62,7 +68,8 @@ def vega_bundle() -> str:
     import vl_convert as vlc
 
     vl = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
-    js = vlc.javascript_bundle(vl_version=vl if vl in vlc.get_vegalite_versions() else None)
+    # (the stub makes ``snippet`` required; it defaults to None: javascript_bundle.__text_signature__)
+    js = vlc.javascript_bundle(vl_version=vl if vl in vlc.get_vegalite_versions() else None)  # type: ignore[call-arg]
     return _script_safe(js)
 
 
@@ -86,9 +93,9 @@ def markdown_to_html(md: str, charts: dict[str, Any]) -> str:
 
     mdi = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table").enable("strikethrough")
 
-    def image(self, tokens, idx, options, env):
+    def image(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         tok = tokens[idx]
-        src = tok.attrGet("src") or ""
+        src = str(tok.attrGet("src") or "")
         name = src[:-4] if src.endswith(".png") else None
         alt = html.escape(self.renderInline(tok.children or [], options, env) if tok.children else tok.content)
         if name in charts:
@@ -96,7 +103,8 @@ def markdown_to_html(md: str, charts: dict[str, Any]) -> str:
         return f"<span>[image: {alt}]</span>"  # the HTML file stands alone: no external images
 
     mdi.add_render_rule("image", image)
-    return mdi.render(md)
+    body: str = mdi.render(md)  # (MarkdownIt.render is typed Any: a renderer may return anything)
+    return body
 
 
 def render_html(md: str, charts: dict[str, dict[str, Any]], title: str) -> str:

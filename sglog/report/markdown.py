@@ -9,10 +9,15 @@ system, so the same input gives the same bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglog.report.escape import code, code_block, inline
 from sglog.report.model import Report, Subject
+
+if TYPE_CHECKING:
+    from sglog.events import Event
+    from sglog.findings import Finding
+    from sglog.runs.build import Run
 
 SEVERITY_MARK = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
 
@@ -80,7 +85,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _par(run) -> str:
+def _par(run: Run) -> str:
     p = run.parallelism
     parts = [f"{k.upper()} {v}" for k, v in p.items() if k != "nnodes" and v and (v != 1 or k == "tp")]
     if p.get("nnodes", 1) and p.get("nnodes", 1) > 1:
@@ -88,7 +93,7 @@ def _par(run) -> str:
     return ", ".join(parts) if parts else "not in the log"
 
 
-def _spec(run) -> str | None:
+def _spec(run: Run) -> str | None:
     sp = run.spec
     if not sp:
         return None
@@ -159,7 +164,7 @@ def _what_happened(s: Subject) -> str:
                     second += f", {_secs(after)} after launch"
                 elif after > 0:  # (the first line is not the launch: how long after it is unknown)
                     second += f", {_secs(after)} after the log's first line (the launch is not in the log)"
-            second += f": {_cause(e)}." if e.root_cause is not None else " (the log does not show the cause)."
+            second += f": {_cause(e.root_cause)}." if e.root_cause is not None else " (the log does not show the cause)."
         elif e.status == "incomplete":
             second = f"The log ends during {_phase(e.phase)}: the run was stopped or the log cut before the server was ready."
         else:
@@ -188,9 +193,8 @@ def _phase(name: str | None) -> str:
     return "the " + inline(PHASE_LABELS.get(name, name.replace("_", " ")))
 
 
-def _cause(e) -> str:
+def _cause(rc: Event) -> str:
     """The root cause's exception as a code span: type and the first line of its message."""
-    rc = e.root_cause
     if not rc.get("exc_type"):
         return f"a {inline(rc.kind.replace('_', ' '))} at line {rc.line} of {inline(_base(rc.file))}"
     msg = (rc.get("exc_message") or "").strip().split("\n", 1)[0]
@@ -198,7 +202,7 @@ def _cause(e) -> str:
     return code(text if len(text) <= 240 else text[:237] + "...")
 
 
-def _fix_text(f) -> str:
+def _fix_text(f: Finding) -> str:
     if not f.fix:
         return "no automatic fix"
     text = inline(f.fix.summary)
@@ -233,7 +237,7 @@ def summary(report: Report) -> str:
 # ------------------------------------------------------------------ launch
 
 
-def _hardware(run) -> str:
+def _hardware(run: Run) -> str:
     bits = []
     dev = run.args.get("device")
     if dev:
@@ -255,7 +259,7 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def _flags_table(run) -> str:
+def _flags_table(run: Run) -> str:
     from sglog.read import args as sargs
 
     rows = []
@@ -344,12 +348,13 @@ def startup(report: Report, charts: dict[str, Any], html: bool = False, images: 
         cells = [PHASE_LABELS[name]]
         present = False
         for s in report.subjects:
-            ph = s.run.startup.phases.get(name) if s.run.startup else None
-            if ph is None:
+            st = s.run.startup
+            ph = st.phases.get(name) if st else None
+            if st is None or ph is None:
                 cells.append("–")
                 continue
             present = True
-            t0 = s.run.startup.launch
+            t0 = st.launch
             extra = ""
             if len(ph.per_rank) > 1 and ph.skew:
                 extra = f"; slowest {inline(ph.slowest_rank)}, spread {ph.skew:.1f} s"
@@ -470,13 +475,13 @@ def serving(report: Report, charts: dict[str, Any], html: bool = False, images: 
     stats = {s.label: timeline.decode_stats(s.run) for s in report.subjects}
     pstats = {s.label: timeline.prefill_stats(s.run) for s in report.subjects}
 
-    def st(key, fmt=".1f", unit=""):
+    def st(key: str, fmt: str = ".1f", unit: str = "") -> Callable[[Subject], str]:
         return lambda s: _num(stats[s.label].get(key), fmt, unit)
 
-    def rate(key):
+    def rate(key: str) -> Callable[[Subject], str]:
         return lambda s: _rate(stats[s.label].get(key))
 
-    def retractions(s):
+    def retractions(s: Subject) -> str:
         return str(sum(1 for e in s.run.events if e.kind == "retraction"))
 
     rows = [
@@ -520,7 +525,7 @@ def comparison(report: Report) -> str:
 EVIDENCE_MAX_LINES = 12
 
 
-def _evidence(f) -> list[str]:
+def _evidence(f: Finding) -> list[str]:
     out = []
     for ev in f.evidence:
         text = ev.text
@@ -532,7 +537,7 @@ def _evidence(f) -> list[str]:
         if text:
             lines = text.split("\n")
             n0 = ev.line or 0
-            numbered = [(n0 + i, ln) for i, ln in enumerate(lines)]
+            numbered: list[tuple[int | None, str]] = [(n0 + i, ln) for i, ln in enumerate(lines)]
             if len(numbered) > EVIDENCE_MAX_LINES:
                 head, tail = numbered[:3], numbered[-(EVIDENCE_MAX_LINES - 4) :]
                 numbered = [*head, (None, f"... {len(lines) - len(head) - len(tail)} lines ..."), *tail]

@@ -27,7 +27,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import IO, Any
 
 from sglog.errors import SglogError, UsageError
 
@@ -58,7 +61,7 @@ def check_seconds(option: str, value: float, minimum: float = 0.0) -> float:
     return float(value)
 
 
-def _pdeathsig():
+def _pdeathsig() -> Callable[[], None] | None:
     """A function for the child between fork and exec: the kernel sends it SIGKILL when sglog's
     process ends, however it ends (Linux ``prctl(PR_SET_PDEATHSIG)``); None elsewhere.  (libc is
     loaded here, in the parent: the child only makes the call.)"""
@@ -260,7 +263,7 @@ def pipe_holders(inode: int) -> set[int]:
     """The processes (other than sglog) with a descriptor on the pipe ``inode``: whoever still
     writes to the server's output, wherever it went."""
     target = f"pipe:[{inode}]"
-    out = set()
+    out: set[int] = set()
     try:
         names = os.listdir("/proc")
     except OSError:  # pragma: no cover - non-Linux
@@ -294,7 +297,7 @@ class Descendants:
 
     SLOWEST = 1.0
 
-    def __init__(self, leader: int, on_new=None) -> None:
+    def __init__(self, leader: int, on_new: Callable[[int, int], None] | None = None) -> None:
         self.leader = leader
         self.on_new = on_new
         st = _stat(leader)
@@ -304,7 +307,7 @@ class Descendants:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def scan(self, extra: set[int] = frozenset()) -> None:
+    def scan(self, extra: set[int] | frozenset[int] = frozenset()) -> None:
         """Record the processes below the leader and below the ones recorded (and ``extra``)."""
         procs = _processes()
         children: dict[int, list[int]] = {}
@@ -376,23 +379,23 @@ class Server:
     leaving the ``with`` block.
     """
 
-    def __init__(self, argv: list[str], log_path: Path | str, env: dict[str, str] | None = None, grace: float = 10.0):
+    def __init__(self, argv: list[str], log_path: Path | str, env: dict[str, str] | None = None, grace: float = 10.0) -> None:
         if not argv or not all(isinstance(w, str) for w in argv):
             raise UsageError("empty launcher command")
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.env = env
         self.grace = check_seconds("--stop-grace", grace)
-        self.watchdog: subprocess.Popen | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_lock = threading.Lock()
         self.descendants: Descendants | None = None
         self._pipe = ""  # the server's output pipe, as /proc shows a descriptor on it
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
         self.signals_sent: list[str] = []
         self.lines_read = 0
         self.started_at: float | None = None
-        self._q: queue.Queue = queue.Queue()
+        self._q: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._eof = threading.Event()
         self._stopped = False
@@ -401,7 +404,7 @@ class Server:
     def start(self) -> Server:
         log = open(self.log_path, "ab", buffering=0)
         try:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -420,15 +423,18 @@ class Server:
         except OSError as e:
             log.close()
             raise LaunchError(f"cannot start {self.argv[0]}: {e.strerror or e}") from None
-        self.pgid = self.proc.pid  # start_new_session: the child leads its own group
+        self.proc = proc
+        self.pgid = proc.pid  # start_new_session: the child leads its own group
         self.started_at = time.monotonic()
+        out = proc.stdout
+        assert out is not None  # (stdout=PIPE)
         try:
             with contextlib.suppress(OSError, ValueError):
-                self._pipe = f"pipe:[{os.fstat(self.proc.stdout.fileno()).st_ino}]"
+                self._pipe = f"pipe:[{os.fstat(out.fileno()).st_ino}]"
             self._start_watchdog()
             self.descendants = Descendants(self.pgid, on_new=self._tell_watchdog)
             self.descendants.watch()
-            self._reader = threading.Thread(target=self._pump, args=(self.proc.stdout, log), name="sglog-repro-reader", daemon=True)
+            self._reader = threading.Thread(target=self._pump, args=(out, log), name="sglog-repro-reader", daemon=True)
             self._reader.start()
         except BaseException:  # Ctrl-C right after the start: do not leave it running
             self.stop()
@@ -453,7 +459,7 @@ class Server:
 
     def _tell_watchdog(self, pid: int, start: int) -> None:
         with self._watchdog_lock:
-            if self.watchdog is not None:
+            if self.watchdog is not None and self.watchdog.stdin is not None:
                 with contextlib.suppress(OSError, ValueError):
                     self.watchdog.stdin.write(f"{pid} {start}\n".encode())
 
@@ -463,17 +469,18 @@ class Server:
         if w is None:
             return
         with contextlib.suppress(OSError):
-            w.stdin.close()  # (the group is gone: it finds nothing to stop and exits)
+            if w.stdin is not None:
+                w.stdin.close()  # (the group is gone: it finds nothing to stop and exits)
         with contextlib.suppress(Exception):
             w.wait(timeout=2)
 
     def __enter__(self) -> Server:
         return self.start() if self.proc is None else self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _pump(self, stream, log) -> None:
+    def _pump(self, stream: IO[bytes], log: IO[bytes]) -> None:
         try:
             for raw in iter(stream.readline, b""):
                 log.write(raw)
@@ -517,7 +524,8 @@ class Server:
     def stop(self, grace: float | None = None) -> list[str]:
         """SIGINT, SIGTERM, SIGKILL to the whole group and to the descendants that left it,
         waiting ``grace`` s after each; idempotent."""
-        if self.proc is None or self._stopped:
+        proc = self.proc
+        if proc is None or self._stopped:
             return self.signals_sent
         grace = self.grace if grace is None else grace
         try:
@@ -539,15 +547,15 @@ class Server:
             if self.descendants is not None:
                 self.descendants.stop()
             with contextlib.suppress(Exception):
-                self.proc.wait(timeout=1)
+                proc.wait(timeout=1)
             if self._reader is not None:
                 self._reader.join(timeout=2)
             # (a process that could not be stopped -- another user's -- may still hold the pipe
             # open: the reader then stays blocked in its read, and closing the stream would wait
             # for it forever (Ctrl-C hung); the reader is a daemon thread and ends with sglog)
-            if self._reader is None or not self._reader.is_alive():
+            if (self._reader is None or not self._reader.is_alive()) and proc.stdout is not None:
                 with contextlib.suppress(OSError):
-                    self.proc.stdout.close()
+                    proc.stdout.close()
             self._stop_watchdog()
             self._stopped = True
         return self.signals_sent
@@ -556,23 +564,29 @@ class Server:
         return self.alive() or bool(self.descendants is not None and self.descendants.alive())
 
     def _signal(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
+        if self.pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
         if self.descendants is not None:
             self.descendants.signal(sig)
         self.signals_sent.append(sig.name)
 
     def _wait_gone(self, seconds: float) -> None:
+        proc, pgid = self.proc, self.pgid
+        if proc is None or pgid is None:  # (never started)
+            return
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.05)
-            if self.proc.poll() is not None and not group_alive(self.pgid) and not (self.descendants is not None and self.descendants.alive()):
+                proc.wait(timeout=0.05)
+            if proc.poll() is not None and not group_alive(pgid) and not (self.descendants is not None and self.descendants.alive()):
                 return
             time.sleep(0.02)
 
     def wait_exit(self, seconds: float) -> int | None:
-        """Wait up to ``seconds`` for the leader to exit; its return code or None."""
+        """Wait up to ``seconds`` for the leader to exit; its return code or None (also when never started)."""
+        if self.proc is None:
+            return None
         try:
             return self.proc.wait(timeout=max(seconds, 0))
         except subprocess.TimeoutExpired:
@@ -580,13 +594,13 @@ class Server:
 
 
 @contextlib.contextmanager
-def signals_raise():
+def signals_raise() -> Iterator[None]:
     """While inside: SIGTERM/SIGHUP/SIGQUIT to sglog raise ``Terminated`` (so ``with Server`` blocks clean up)."""
     if threading.current_thread() is not threading.main_thread():  # pragma: no cover
         yield
         return
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise Terminated(signum)
 
     old = {s: signal.signal(s, handler) for s in CAUGHT_SIGNALS}
@@ -609,7 +623,8 @@ def port_in_use(port: int) -> bool:
 def health(port: int, timeout: float = 0.5) -> bool:
     try:
         with urllib.request.urlopen(f"http://{LOOPBACK}:{int(port)}/health", timeout=timeout) as r:
-            return r.status == 200
+            status: int = r.status  # (urlopen's result is untyped)
+            return status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
@@ -621,7 +636,7 @@ SMOKE_PROMPTS = (
 )
 
 
-def smoke(port: int, requests: int = 3, max_new_tokens: int = 128, timeout: float = 300.0) -> dict:
+def smoke(port: int, requests: int = 3, max_new_tokens: int = 128, timeout: float = 300.0) -> dict[str, Any]:
     """A few short /generate requests; {"ok", "requests", "tokens", "seconds", "error"}."""
     done, tokens = 0, 0
     t0 = time.monotonic()
@@ -654,7 +669,7 @@ def bench_launcher(server_launcher: tuple[str, ...], env_value: str | None = Non
     return ["python", "-m", "sglang.bench_serving"]
 
 
-def bench_serving(launcher: list[str], port: int, log_path: Path, model: str | None = None, timeout: float = 1800.0, grace: float = 10.0, num_prompts: int = 32) -> dict:
+def bench_serving(launcher: list[str], port: int, log_path: Path, model: str | None = None, timeout: float = 1800.0, grace: float = 10.0, num_prompts: int = 32) -> dict[str, Any]:
     """A short ``bench_serving`` run against the loopback port; its output goes to ``log_path``."""
     argv = [
         *launcher,

@@ -10,11 +10,16 @@ strings or rich renderables and never write.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sglog.events import Event
 from sglog.read.parse import RecordParser
-from sglog.read.records import Folder
+from sglog.read.records import Folder, Record
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # (key, label) in startup order
 PHASES = (
@@ -67,9 +72,9 @@ class LiveStatus:
     last_text: str = ""  # the last non-blank line (what a process said before it died)
     _loads: dict[str, int] = field(default_factory=dict)
     _folder: Folder = field(default_factory=Folder)
-    _parser: RecordParser | None = None
+    _parser: RecordParser = field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._parser = RecordParser(self.file)
 
     # -- state
@@ -125,7 +130,7 @@ class LiveStatus:
     def finish(self, now: float) -> list[str]:
         return self._events(self._folder.flush(), now)
 
-    def _events(self, records, now: float) -> list[str]:
+    def _events(self, records: Iterable[Record], now: float) -> list[str]:
         out: list[str] = []
         for rec in records:
             if rec.mode == "blank":
@@ -240,7 +245,7 @@ def _elapsed(e: Event) -> str:
     return f"{v:.2f} s logged" if isinstance(v, (int, float)) else ""
 
 
-def _gb(v) -> str:
+def _gb(v: object) -> str:
     return f"{v:.2f} GB" if isinstance(v, (int, float)) else "?"
 
 
@@ -248,7 +253,7 @@ def _secs(s: float) -> str:
     return f"{s:.1f}s" if s < 90 else f"{s / 60:.1f} min"
 
 
-def _is_draft(name) -> bool:
+def _is_draft(name: object) -> bool:
     s = str(name or "")
     return any(x in s for x in ("Eagle", "EAGLE", "NextN", "MTP", "Draft", "DFlash", "DFLASH"))
 
@@ -256,7 +261,7 @@ def _is_draft(name) -> bool:
 # ------------------------------------------------------------------ rich display
 
 
-def table(status: LiveStatus, now: float, title: str = ""):
+def table(status: LiveStatus, now: float, title: str = "") -> Table:
     """A rich renderable of the phases (for a TTY)."""
     from rich.table import Table
     from rich.text import Text

@@ -10,10 +10,15 @@ whose evidence lies only after sglog began stopping the server (line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sglog.findings import SEVERITY_RANK
+from sglog.findings import SEVERITY_RANK, Finding
+
+if TYPE_CHECKING:
+    from sglog.relaunch import Plan
+    from sglog.runs.build import Run
 
 
 @dataclass(frozen=True)
@@ -75,11 +80,11 @@ class Verdict:
         return not self.fixed or any(SEVERITY_RANK[sev] >= SEVERITY_RANK[fail_on] for _, sev in self.remaining)
 
 
-def _key(f) -> str:
+def _key(f: Finding) -> str:
     return f"{f.code} {f.name}"
 
 
-def _before_stop(f, stop_line: int | None) -> bool:
+def _before_stop(f: Finding, stop_line: int | None) -> bool:
     if stop_line is None:
         return True
     lines = [e.line for e in f.evidence if e.line is not None]
@@ -102,7 +107,7 @@ def duration(s: float | None) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def _decode(run) -> float | None:
+def _decode(run: Run | None) -> float | None:
     if run is None:
         return None
     from sglog import timeline
@@ -111,7 +116,7 @@ def _decode(run) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def verdict(plan, original, original_findings, new_run, new_findings, outcome: Outcome, diff_text: str | None = None) -> Verdict:
+def verdict(plan: Plan, original: Run, original_findings: Sequence[Finding], new_run: Run | None, new_findings: Sequence[Finding], outcome: Outcome, diff_text: str | None = None) -> Verdict:
     """The verdict line and its parts."""
     chosen = set(plan.findings)
     new_valid = [f for f in new_findings if _before_stop(f, outcome.stop_line)]
@@ -179,8 +184,8 @@ def verdict(plan, original, original_findings, new_run, new_findings, outcome: O
     if left:
         words = {"warning": ("warning", "warnings"), "info": ("note", "notes")}
         counted = " and ".join(f"{left.count(sev)} {words[sev][left.count(sev) != 1]}" for sev in ("warning", "info") if sev in left)
-        names = [k for k, sev in remaining if sev != "error"]
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        left_names = [k for k, sev in remaining if sev != "error"]
+        shown = ", ".join(left_names[:3]) + (f" and {len(left_names) - 3} more" if len(left_names) > 3 else "")
         parts.insert(0, f"{'crash fixed' if crashed_before else 'fixed'}; {counted} remain{'s' if len(left) == 1 else ''} ({shown})")
     parts.append(f"the run reached ready in {duration(ready_in)}" if ready_in is not None else "the run reached ready")
     if dec_new is not None:
