@@ -1322,12 +1322,14 @@ class Unparsed(Event):
 class SglangMessage(Event):
     kind = "sglang_message"
     SOURCE = "catalogue"
-    FIELDS = _k(template=to_str, source=to_str, level=to_str, versions=to_str, origin=to_str, shared=to_str)
+    FIELDS = _k(template=to_str, source=to_str, level=to_str, versions=to_str, origin=to_str, shared=to_str, cut=to_str, package=to_str)
     DOC = (
         "An SGLang message that no grammar rule names, named by the catalogue mined from SGLang's source "
         "(sglog/read/catalog.py): `template` (its first line, `{}` for each placeholder), `source` "
         "(module:line), `level`, `versions` (first-last release that has it), `origin` (log, warn, print, "
-        'progress, str, raise), `shared` ("vllm" when vLLM prints it too), and one field per placeholder.'
+        'progress, str, raise), `shared` ("vllm" when vLLM prints it too), and one field per placeholder; '
+        '`cut` = "start" on a file\'s first line that is the rest of the message (a paste begun mid-line); '
+        "`package` when a package of SGLang's project prints it (sglang-omni), whose releases `versions` names."
     )
 
 

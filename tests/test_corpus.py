@@ -23,8 +23,6 @@ MIN_COVERAGE = 0.99
 # the logs below MIN_COVERAGE, each with the floor it must keep and why its lines are not named (a
 # name for them would be a rule for one corpus line, or a catch-all): the README's "How it reads a log"
 KNOWN_GAPS = {
-    # sglang-omni's own pipeline messages: a wrapper project, not SGLang
-    "216-v0519-sglang-omni-stage-engine-unregistered-arch-valueerror-pytest.log": 0.93,
     # holdout (never opened): v0.1's rpyc model-server lines
     "223-v01-llava34b-tp2-rpyc-startup-tiny-kv-pool-fill-batch.log": 0.72,
     # holdout (never opened): a custom router's handler lines between SGLang's

@@ -88,7 +88,9 @@ class CatalogueMatch:
 
     ``fields`` maps each placeholder's name to its text, typed when it is a clean ``int``,
     ``float`` (``1.5``, ``1e-3``) or ``True``/``False``; anything else (``1.2 GB``, ``None``,
-    lists) stays a string.  ``versions`` is the first and last mined release having the message.
+    lists) stays a string.  ``versions`` is the first and last mined release having the message;
+    ``package``: the package of SGLang's project that prints it when it is not SGLang itself
+    (``sglang-omni``), whose releases ``versions`` then names.
     """
 
     template: str
@@ -98,6 +100,7 @@ class CatalogueMatch:
     versions: tuple[str, str]
     shared: str | None
     fields: dict[str, Any]
+    package: str | None = None
 
     @property
     def sglang_only(self) -> bool:
@@ -602,9 +605,10 @@ class Catalogue:
             source=raw.get("s", ""),
             level=raw.get("l", ""),
             kind=raw.get("k", ""),
-            versions=(self.releases[t.first], self.releases[t.last]),
+            versions=(raw["pv"][0], raw["pv"][1]) if raw.get("pkg") else (self.releases[t.first], self.releases[t.last]),
             shared=raw.get("shared") or None,
             fields=fields,
+            package=raw.get("pkg") or None,
         )
 
 

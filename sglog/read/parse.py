@@ -373,6 +373,8 @@ class RecordParser:
             out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}
             if m.shared:
                 out["shared"] = m.shared
+            if m.package:
+                out["package"] = m.package  # (a package of SGLang's project, e.g. sglang-omni: versions are its own)
             named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
             if named is not None:
                 out.update(named[1])  # (its field names, not the miner's placeholder names)

@@ -256,6 +256,39 @@ def build_catalog(sglang: dict[str, dict], vllm: dict[str, dict]) -> dict:
     }
 
 
+# packages of SGLang's project that run inside its processes and log beside it, mined into the same
+# catalogue (`--add-package`): their messages are named as SGLang's are, marked with the package
+ECOSYSTEM = {"sglang-omni": "sglang_omni"}  # distribution -> import name
+
+
+def add_package(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
+    """``catalog`` with the logged and printed templates of ``dist``'s releases (``mined``: version
+    -> records) that SGLang's own do not have: each ``pkg`` = ``dist``, ``pv`` = its first and last release, ``v``
+    every SGLang release (the package runs beside any), ``s`` under the package's import name.
+    A package mined before is replaced; the result is sorted as ``build_catalog`` sorts."""
+    releases = sorted(mined, key=version_key)
+    top = ECOSYSTEM.get(dist, dist.replace("-", "_"))
+    own = [t for t in catalog["templates"] if t.get("pkg") != dist]
+    have = {(t["t"], t["l"]) for t in own}
+    entries: dict[tuple[str, str], dict] = {}
+    for index, version in enumerate(releases):
+        first: dict[tuple[str, str], list] = {}
+        for rec in sorted(mined[version]["records"], key=lambda r: (r[3], r[4], r[0], r[1], r[2])):
+            first.setdefault((rec[0], rec[1]), rec)
+        for key, rec in first.items():
+            if key in have or rec[2] == "raise":  # (what it logs and prints: its raise messages, lower trust, stay out of a file kept under 1 MB)
+                continue
+            entry = entries.setdefault(key, {"pv": [index, index]})
+            entry.update(p=list(rec[5]), k=rec[2], s=f"{top}/{rec[3]}:{rec[4]}")
+            entry["pv"][1] = index
+    last = len(catalog["releases"]) - 1
+    added = [{"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": [0, last], "pkg": dist, "pv": [releases[e["pv"][0]], releases[e["pv"][1]]]} for (t, level), e in entries.items()]
+    out = {k: v for k, v in catalog.items() if k not in ("templates", "index")}
+    out["packages"] = {**(catalog.get("packages") or {}), dist: releases}
+    out["templates"] = sorted(own + added, key=lambda t: (t["t"], t["l"]))
+    return out
+
+
 def dumps(catalog: dict) -> bytes:
     """The catalogue as gzip bytes: one template a line inside, no timestamp, no file name.
 
@@ -334,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versions", nargs="*", help="mine only these SGLang releases")
     ap.add_argument("--no-vllm", action="store_true", help="do not mine vLLM (no shared marks)")
     ap.add_argument("--reindex", action="store_true", help="rewrite --out with the index of its templates, mining nothing")
+    ap.add_argument("--add-package", metavar="DIST", help=f"mine every release of DIST (one of {', '.join(ECOSYSTEM)}) into --out, mining SGLang nothing")
     ap.add_argument("--mine-one", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--package", default="sglang", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -344,6 +378,19 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.reindex:  # (the index is derived from the templates: no need to mine again)
         args.out.write_bytes(dumps(json.loads(gzip.decompress(args.out.read_bytes()))))
+        say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
+        return 0
+
+    if args.add_package:
+        start = time.monotonic()
+        python = args.python or newest_python()
+        versions = released_versions(args.add_package)
+        archives, failed = fetch_all(args.add_package, versions, args.cache / args.add_package, args.jobs)
+        mined, failed_mine = mine_all(ECOSYSTEM.get(args.add_package, args.add_package), archives, python, args.cache / "mined", 2)
+        catalog = add_package(json.loads(gzip.decompress(args.out.read_bytes())), args.add_package, mined)
+        args.out.write_bytes(dumps(catalog))
+        n = sum(t.get("pkg") == args.add_package for t in catalog["templates"])
+        say(f"{args.add_package}: {len(mined)} releases mined in {time.monotonic() - start:.0f} s, {n} templates SGLang does not have; failed: {failed | failed_mine or 'none'}")
         say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
         return 0
 
