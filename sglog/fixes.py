@@ -83,6 +83,8 @@ def _direction(run, flag: str, value: str | None) -> str:
     from sglog.read import args as sargs
 
     cur = (run.args or {}).get(sargs.field_of(flag)) if run is not None else None
+    if cur is None:
+        return "set"
     try:
         new, old = float(value), float(cur)
     except (TypeError, ValueError):
@@ -97,8 +99,10 @@ def why_holds(d: FlagDecision, lost: Finding) -> str:
     won = d.won
     if SEVERITY_RANK[won.severity] > SEVERITY_RANK[lost.severity]:
         return f"{won.name} is {_a(won.severity)}, this finding {_a(lost.severity)}: the more severe finding's fix decides"
-    if len(won.fix.args) > len(lost.fix.args):
-        others = ", ".join(k if v is None else f"{k} {v}" for k, v in won.fix.args.items() if sargs.flag_of(sargs.field_of(k)) != d.flag)
+    won_args = won.fix.args if won.fix is not None else {}  # (a decision's findings all have fixes)
+    lost_args = lost.fix.args if lost.fix is not None else {}
+    if len(won_args) > len(lost_args):
+        others = ", ".join(k if v is None else f"{k} {v}" for k, v in won_args.items() if sargs.flag_of(sargs.field_of(k)) != d.flag)
         return f"{won.name} {'removes' if d.value is None else 'sets'} it together with {others}, a value computed for that change (the fix that changes more flags decides the ones it shares)"
     return f"{won.name} comes first in the rule order (sglog rules) among fixes of the same severity and size"
 

@@ -83,7 +83,7 @@ class Phase:
     @property
     def slowest_rank(self) -> str | None:
         d = self._durations()
-        return max(d, key=d.get) if d else None
+        return max(d, key=lambda rank: d[rank]) if d else None
 
     @property
     def skew(self) -> float | None:
@@ -314,7 +314,8 @@ class Run:
             if isinstance(v, int):
                 out[axis] = v
         if "tp" not in out:
-            tps = {Rank.parse(r).tp for r in self.ranks if Rank.parse(r) and Rank.parse(r).tp is not None}
+            parsed = [Rank.parse(r) for r in self.ranks]
+            tps = {rk.tp for rk in parsed if rk is not None and rk.tp is not None}
             if tps:
                 out["tp"] = max(tps) + 1
         return out
@@ -676,7 +677,7 @@ def _time_span(p: _Piece) -> tuple[datetime | None, datetime | None]:
     if p.batches.height and "ts" in p.batches.columns:
         b = p.batches.get_column("ts").drop_nulls()
         if b.len():
-            ts += [b.min(), b.max()]
+            ts += [t for t in (b.min(), b.max()) if isinstance(t, datetime)]
     return (min(ts), max(ts)) if ts else (None, None)
 
 
@@ -697,7 +698,7 @@ def build_runs(logs: list[ParsedLog]) -> list[Run]:
         pa = _node_free(_args_of(p.events))
         placed = False
         if pa:
-            span = None  # (p's time span, when a group is a candidate: a pass over its events)
+            span: tuple[datetime | None, datetime | None] | None = None  # (p's time span, when a group is a candidate: a pass over its events)
             for g in groups:
                 if any(q.file == p.file for q in g):
                     continue
@@ -706,7 +707,7 @@ def build_runs(logs: list[ParsedLog]) -> list[Run]:
                     continue
                 ps, pe = span = span or _time_span(p)
                 gs, ge = _time_span(g[0])
-                if ps and gs and (ps <= ge + timedelta(minutes=5)) and (gs <= pe + timedelta(minutes=5)):
+                if ps and pe and gs and ge and (ps <= ge + timedelta(minutes=5)) and (gs <= pe + timedelta(minutes=5)):
                     g.append(p)
                     placed = True
                     break
@@ -911,11 +912,11 @@ def _startup(run: Run) -> Startup:
             rp.end = e.ts
         elif k == "cuda_graph_capture_begin":
             name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
-            rp = phases[name].per_rank.get(r)
-            if rp is None:
+            begun = phases[name].per_rank.get(r)
+            if begun is None:
                 phases[name].per_rank[r] = RankPhase(e.ts, None)
             else:
-                rp.end = None  # a further capture stage (verify, extend, prefill) of the same phase
+                begun.end = None  # a further capture stage (verify, extend, prefill) of the same phase
         elif k == "cuda_graph_capture_end":
             name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
             rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
@@ -1050,7 +1051,7 @@ def _ending(run: Run) -> Ending:
     if ready:
         return Ending("serving" if run.count("decode_batch") or run.count("prefill_batch") else "ready", "serving", None, last_ts)
     # no ready line: a log of serving lines only (an excerpt) is still serving
-    if run.batches.height and not run.startup.phases and not run.has("memory_summary"):
+    if run.batches.height and not (run.startup is not None and run.startup.phases) and not run.has("memory_summary"):
         return Ending("serving", "serving", None, last_ts)
     if run.batches.height:
         # a startup, then batches, and no ready line: SGLang's warm-up request alone (one short prefill)

@@ -39,9 +39,10 @@ def assumed_release(version: str | None) -> str | None:
     from sglog.read.catalog import version_key
 
     key, newest = version_key(str(version)), newest_release()
-    if key is None or newest is None:
+    newest_key = version_key(newest) if newest is not None else None
+    if key is None or newest is None or newest_key is None:
         return None
-    return newest if key > version_key(newest) else None
+    return newest if key > newest_key else None
 
 
 def assumed_note(runs) -> str:
