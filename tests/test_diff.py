@@ -1,4 +1,4 @@
-"""``sglog diff`` and ``sglog.diff.compare``: what changed between two runs, and whether it helped."""
+"""``sglog diff`` and ``sglog.compare.diff.compare``: what changed between two runs, and whether it helped."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from sglog import diff as sdiff
 from sglog.cli import app
+from sglog.compare import diff as sdiff
 from sglog.errors import InputError, UsageError
 from sglog.render.diff import render_markdown, render_rich
 

@@ -1,6 +1,6 @@
 """The stages only import forward.
 
-sglog's data flows read -> runs -> timeline -> rules -> fixes/relaunch/diagnose/diff -> render/report ->
+sglog's data flows read -> runs -> timeline -> rules -> fixes/relaunch/diagnose/compare -> render/report ->
 repro -> commands/cli; a module may import its own stage, an earlier one, or a shared leaf module, never a
 later stage. Every import counts: the module-level ones and the ones inside functions (a lazy import
 defers the cost, it does not make a backward dependency acceptable). Read with `ast`, nothing is
@@ -25,7 +25,7 @@ STAGES = {
     "fixes": 5,  # the findings' fixes merged, one value per flag
     "relaunch": 5,  # the pure relaunch plan built on that merge: shown by diagnose and report, run by repro
     "diagnose": 5,
-    "diff": 5,
+    "compare": 5,
     "render": 6,
     "report": 6,
     "repro": 7,

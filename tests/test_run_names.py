@@ -34,7 +34,7 @@ def test_one_launch_in_a_file_is_the_file_name():
 def test_several_launches_in_a_file_are_numbered_as_diff_takes_them():
     found = load_runs([str(TWO)])
     assert [r.name for r in found] == ["two-launches.log#1", "two-launches.log#2"]
-    from sglog.diff import resolve_run_spec
+    from sglog.compare.diff import resolve_run_spec
 
     for r in found:  # (the name's FILE#N is the spec that picks the run)
         assert resolve_run_spec(str(CONSTRUCTED / r.name)).line_ranges == r.line_ranges

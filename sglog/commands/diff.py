@@ -42,7 +42,7 @@ def diff(
     steady-state samples (Mann-Whitney U and a seeded bootstrap interval of the
     median difference).
     """
-    from sglog.diff import diff_specs
+    from sglog.compare.diff import diff_specs
 
     result = diff_specs(run_a, run_b)
     _write(result, fmt, output)

@@ -136,9 +136,9 @@ def _diagnose(runs):
 def _compare(a, b, fa, fb):
     import importlib.util
 
-    if importlib.util.find_spec("sglog.diff") is None:
+    if importlib.util.find_spec("sglog.compare.diff") is None:
         return None
-    from sglog import diff
+    from sglog.compare import diff
 
     fn = getattr(diff, "compare", None)
     return fn(a, b, fa, fb) if fn is not None else None

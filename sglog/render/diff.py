@@ -1,4 +1,4 @@
-"""Render a ``sglog.diff.DiffResult``: a rich renderable for the terminal, or Markdown text.
+"""Render a ``sglog.compare.diff.DiffResult``: a rich renderable for the terminal, or Markdown text.
 
 Both show the same sections in the same order: verdict, the two runs, launch
 configuration changes, startup, memory budget, CUDA graphs, serving (steady
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from sglog.diff import DiffResult
+    from sglog.compare.diff import DiffResult
 
 PHASE_TITLES = {
     "distributed_init": "distributed init",

@@ -129,7 +129,7 @@ def relaunch_command(run: Run, findings: Sequence[Finding]) -> Relaunch | None:
 
 def _diff(a: Subject, b: Subject) -> tuple[str, str]:
     """The diff stage's Markdown (headings under the report's '## Comparison') and its verdict."""
-    from sglog.diff import compare
+    from sglog.compare.diff import compare
     from sglog.render.diff import render_markdown
 
     result = compare(a.run, b.run, list(a.findings), list(b.findings))
