@@ -108,3 +108,30 @@ BATCH_WINDOW_COLUMNS = ("queue", "n_queue", "usage", "running", "running_max", "
 RETRACTION_WINDOW_COLUMNS = ("served", "retracted", "retracted_events", "retracted_counter")
 # request_windows: finished requests
 REQUEST_WINDOW_COLUMNS = ("ttft",)
+
+
+# the step after each startup phase (what a log that ends after one's end line is waiting for)
+NEXT_PHASE = {
+    "distributed_init": "weight_load",
+    "weight_load": "kv_pool",
+    "kv_pool": "cuda_graph_capture",
+    "cuda_graph_capture": "warmup",
+    "draft_weight_load": "draft_kv_pool",
+    "draft_kv_pool": "draft_cuda_graph_capture",
+    "draft_cuda_graph_capture": "warmup",
+}
+
+# the startup lines, in the order a launch logs them (`Capture cuda graph bs/num tokens [...]`
+# opens a capture stage: the piecewise prefill graphs after the decode graphs' end line)
+STARTUP_EVENT_KINDS = (
+    "init_dist_begin",
+    "init_dist_end",
+    "weight_load_begin",
+    "weight_load_end",
+    "kv_cache_allocated",
+    "memory_pool_end",
+    "cuda_graph_capture_begin",
+    "cuda_graph_bs",
+    "cuda_graph_capture_end",
+    "memory_summary",
+)

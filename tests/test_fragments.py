@@ -114,8 +114,6 @@ def corpus_findings():
 # cuts of a corpus log on which a rule does not fire yet, each with why (the test fails when one starts
 # to fire, so the list only shrinks)
 KNOWN_GAPS = {
-    # without rank tags the 64 ranks' weight-load lines merge and the slowest rank's time is lost
-    ("019", "slow-weight-loading", "no-ranks"),
     # the tail keeps 2 of the 3 prefill lines the rule needs when no decode line is logged
     ("219", "kv-capacity-bound", "tail"),
     # the tail drops the `Capture cuda graph bs [...]` line: the largest captured size is unknown

@@ -389,3 +389,22 @@ def test_the_current_phase_is_the_one_begun_last_in_time():
     graph begin` is its last startup line)."""
     (run,) = sglog.load(next(REAL.glob("016-*.log")))
     assert run.ending.phase == "cuda_graph_capture" and run.ending.describe() == "log ends during CUDA-graph capture"
+
+
+def test_weight_loads_without_rank_tags_are_one_load_per_model(tmp_path):
+    """Lines without rank tags are every rank's: two ranks' begins are one load (not the target's
+    and a draft's), from the first begin to the last end; a begin after every end is the next load."""
+    log = tmp_path / "x.log"
+    log.write_text(
+        "[2026-02-23 10:00:00] Load weight begin. avail mem=60.00 GB\n"
+        "[2026-02-23 10:00:01] Load weight begin. avail mem=60.00 GB\n"
+        "[2026-02-23 10:05:00] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=40.00 GB, mem usage=20.00 GB.\n"
+        "[2026-02-23 10:09:00] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=40.00 GB, mem usage=20.00 GB.\n"
+        "[2026-02-23 10:09:30] Load weight begin. avail mem=38.00 GB\n"
+        "[2026-02-23 10:09:40] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, avail mem=37.00 GB, mem usage=1.00 GB.\n",
+        encoding="utf-8",
+    )
+    (run,) = sglog.load(log)
+    phases = run.startup.phases
+    assert phases["weight_load"].duration == 540.0 and phases["draft_weight_load"].duration == 10.0
+    assert run.memory.target_weights_gb == 20.0 and run.memory.draft_weights_gb == 1.0

@@ -15,8 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from sglog.runs.build import STARTUP_EVENT_KINDS as STARTUP_EVENT_KINDS  # (the startup lines, for the rules)
-from sglog.runs.build import stop_phase
+from sglog.schema import STARTUP_EVENT_KINDS as STARTUP_EVENT_KINDS  # (the startup lines, for the rules)
 
 STARTUP_PHASES = ("distributed_init", "weight_load", "kv_pool", "cuda_graph_capture", "draft_weight_load", "draft_kv_pool", "draft_cuda_graph_capture", "warmup", "launch")
 CAPTURE_PHASES = ("cuda_graph_capture", "draft_cuda_graph_capture")
@@ -417,4 +416,6 @@ def server_args_event(run):
 
 def last_startup_phase(run):
     """(phase the log stops in, the event that began it): the run's own reading (sglog/runs)."""
+    from sglog.runs.build import stop_phase  # (lazily: a command that lists rules loads no parser)
+
     return stop_phase(run)

@@ -25,7 +25,7 @@ from sglog.events import RANK_AXES, Event, Rank
 from sglog.read import args as sargs
 from sglog.read import fastpath
 from sglog.read.parse import ParsedLog, parse_file
-from sglog.schema import ENVELOPE_COLUMNS, FORWARD_PHASES, PHASE_WORDS
+from sglog.schema import ENVELOPE_COLUMNS, FORWARD_PHASES, NEXT_PHASE, PHASE_WORDS, STARTUP_EVENT_KINDS
 
 # ------------------------------------------------------------------ results
 
@@ -877,7 +877,7 @@ def guess_version(run: Run) -> str | None:
 
 def _startup(run: Run) -> Startup:
     phases: dict[str, Phase] = {name: Phase(name) for name in PHASES}
-    loads: dict[str, int] = {}
+    load_no = load_numbers(run)
     pools: dict[str, int] = {}
     for e in run.events_of(*_STARTUP_KINDS):
         k = e.kind
@@ -891,16 +891,17 @@ def _startup(run: Run) -> Startup:
                 if e.get("elapsed") is not None:
                     phases["distributed_init"].elapsed_logged[r] = e.get("elapsed")
         elif k == "weight_load_begin":
-            n = loads.get(r, 0)
-            name = "weight_load" if n == 0 else "draft_weight_load"
+            name = "weight_load" if load_no[id(e)] == 1 else "draft_weight_load"
+            under_way = phases[name].per_rank.get(r)
+            if under_way is not None and r == "-" and under_way.end is None:
+                continue  # (lines without rank tags: another rank's begin of the same load; it runs from the first begin)
             phases[name].per_rank[r] = RankPhase(e.ts, None)
-            loads[r] = n + 1
         elif k == "weight_load_end":
-            name = "weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"
+            name = "weight_load" if load_no[id(e)] == 1 else "draft_weight_load"
             if _is_draft_class(e.get("type")):
                 name = "draft_weight_load"
             rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
-            rp.end = e.ts
+            rp.end = e.ts  # (without rank tags, the last rank's end)
             if e.get("elapsed") is not None:
                 phases[name].elapsed_logged[r] = e.get("elapsed")
             kv = "kv_pool" if name == "weight_load" else "draft_kv_pool"
@@ -939,21 +940,44 @@ def _is_draft_class(name: Any) -> bool:
 _MEMORY_KINDS = frozenset({"weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_capture_end", "memory_summary"})
 
 
+def load_numbers(run: Run) -> dict[int, int]:
+    """Which weight load each ``weight_load_begin`` / ``weight_load_end`` line is in, by ``id``:
+    1 for the target model's, 2 and up for a draft model's (loaded after it, on the same rank).
+
+    Lines without rank tags are every rank's at once: a begin while a load is under way there
+    (begun more often than ended) is another rank's begin of the same load, and so is an end; a
+    begin once every begun load ended is the next load."""
+    out: dict[int, int] = {}
+    count: dict[str, int] = {}
+    under_way = 0  # loads begun and not ended, on untagged lines
+    for e in run.events_of("weight_load_begin", "weight_load_end"):
+        r = e.rank.label if e.rank else "-"
+        if e.kind == "weight_load_begin":
+            if r != "-" or under_way == 0:
+                count[r] = count.get(r, 0) + 1
+            if r == "-":
+                under_way += 1
+            out[id(e)] = count[r]
+        else:
+            out[id(e)] = max(count.get(r, 1), 1)
+            if r == "-":
+                under_way = max(under_way - 1, 0)
+    return out
+
+
 def _memory(run: Run) -> MemoryBudget:
     per: dict[str, dict[str, float | None]] = {}
-    loads: dict[str, int] = {}
+    load_no = load_numbers(run)
     pools: dict[str, int] = {}
     for e in run.events_of(*_MEMORY_KINDS):
         k = e.kind
         r = e.rank.label if e.rank else "-"
         d = per.setdefault(r, {})
         if k == "weight_load_begin":
-            n = loads.get(r, 0)
-            loads[r] = n + 1
-            if n == 0:
+            if load_no[id(e)] == 1:
                 d.setdefault("total_gb", e.get("avail_mem"))
         elif k == "weight_load_end":
-            draft = loads.get(r, 1) > 1 or _is_draft_class(e.get("type"))
+            draft = load_no[id(e)] > 1 or _is_draft_class(e.get("type"))
             if draft:
                 d.setdefault("draft_weights_gb", e.get("mem_usage"))
             else:
@@ -1145,33 +1169,6 @@ def _served_after(run: Run, e: Event) -> bool:
     return False
 
 
-# the step after each startup phase (what a log that ends after one's end line is waiting for)
-NEXT_PHASE = {
-    "distributed_init": "weight_load",
-    "weight_load": "kv_pool",
-    "kv_pool": "cuda_graph_capture",
-    "cuda_graph_capture": "warmup",
-    "draft_weight_load": "draft_kv_pool",
-    "draft_kv_pool": "draft_cuda_graph_capture",
-    "draft_cuda_graph_capture": "warmup",
-}
-
-# the startup lines, in the order a launch logs them (`Capture cuda graph bs/num tokens [...]`
-# opens a capture stage: the piecewise prefill graphs after the decode graphs' end line)
-STARTUP_EVENT_KINDS = (
-    "init_dist_begin",
-    "init_dist_end",
-    "weight_load_begin",
-    "weight_load_end",
-    "kv_cache_allocated",
-    "memory_pool_end",
-    "cuda_graph_capture_begin",
-    "cuda_graph_bs",
-    "cuda_graph_capture_end",
-    "memory_summary",
-)
-
-
 def stop_phase(run: Run) -> tuple[str | None, Event | None]:
     """(the phase the log stops in, the event that began it), from the order of the startup lines.
 
@@ -1181,7 +1178,8 @@ def stop_phase(run: Run) -> tuple[str | None, Event | None]:
     began: dict[str, set[str]] = {}
     ended: dict[str, set[str]] = {}
     first: dict[str, Event] = {}
-    loads: dict[str, int] = {}
+    loads: dict[str, int] = {}  # rank -> the load its lines are in (1: the target's)
+    load_no = load_numbers(run)
     current = None
     for e in run.events_of(*STARTUP_EVENT_KINDS):
         r = e.rank.label if e.rank else "-"
@@ -1193,10 +1191,11 @@ def stop_phase(run: Run) -> tuple[str | None, Event | None]:
         elif k == "init_dist_end":
             ph, end = "distributed_init", True
         elif k == "weight_load_begin":
-            loads[r] = loads.get(r, 0) + 1
+            loads[r] = load_no[id(e)]
             ph = "weight_load" if loads[r] == 1 else "draft_weight_load"
         elif k == "weight_load_end":
-            ph, end = ("weight_load" if loads.get(r, 1) <= 1 else "draft_weight_load"), True
+            loads[r] = load_no[id(e)]
+            ph, end = ("weight_load" if loads[r] == 1 else "draft_weight_load"), True
         elif k == "kv_cache_allocated":
             ph = "kv_pool" if loads.get(r, 1) <= 1 else "draft_kv_pool"
         elif k == "memory_pool_end":
