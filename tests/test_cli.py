@@ -258,7 +258,7 @@ def test_piped_log_without_dash_and_a_directory(tmp_path):
 def test_color_auto_always_never(capsys, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
-    from sglog.commands import _common
+    from sglog.cli import _common
 
     try:
         assert "\x1b[" not in sglog(capsys, monkeypatch, "rules")[1]  # (auto, piped)

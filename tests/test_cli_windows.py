@@ -1,5 +1,5 @@
 """``--since/--until/--rank`` on events, timeline and diagnose (issue 29, item 9): one window
-(sglog/commands/window.py) for the three, checked here against what ``events`` says of the
+(sglog/cli/window.py) for the three, checked here against what ``events`` says of the
 same lines."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LOGS, run_sglog
-from sglog.commands import window as window_module
+from sglog.cli import window as window_module
 
 TWO = LOGS / "constructed" / "two-launches.log"  # a crash (08:17, TP2) and a relaunch (08:18-08:30) in one file
 SERVING = LOGS / "story" / "baseline-cgbs128.log"  # decode batches 09:23-09:29, TP0

@@ -230,7 +230,7 @@ def test_rich_output(monkeypatch, capsys):
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
-    from sglog.commands.diagnose import use_color
+    from sglog.cli.diagnose import use_color
     from sglog.render.diagnose import render_rich
 
     class Tty:

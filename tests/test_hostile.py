@@ -263,7 +263,7 @@ def test_internal_errors_have_their_own_code_and_no_traceback(tmp_path):
         "P.parse_file = boom\n"
         "P.parse_source = boom\n"
         "import sglog.runs.build; sglog.runs.build.parse_file = boom\n"
-        "import sglog.commands.events\n"
+        "import sglog.cli.events\n"
         "from sglog.cli import main\n"
         f"sys.argv = ['sglog', 'events', {str(p)!r}]\n"
         "main()\n"
@@ -599,7 +599,7 @@ def test_the_sanitiser():
 def test_an_interrupted_or_failed_write_leaves_the_old_file(tmp_path):
     import errno
 
-    from sglog import output
+    from sglog.cli import output
 
     target = tmp_path / "out.parquet"
     target.write_bytes(b"the good file")
@@ -739,8 +739,8 @@ def test_events_export_is_batched_and_the_same(tmp_path, monkeypatch):
     """The export writes a batch of rows at a time (EXPORT_BATCH); the file is the same as one frame's."""
     import polars as pl
 
+    from sglog.cli import events as events_cmd
     from sglog.cli import main
-    from sglog.commands import events as events_cmd
 
     log = FIXTURES / "logs" / "story" / "baseline-cgbs128.log"
     outs = {}

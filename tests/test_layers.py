@@ -1,7 +1,7 @@
 """The stages only import forward.
 
 sglog's data flows read -> runs -> timeline -> rules -> fixes/relaunch/diagnose/compare -> render/report ->
-repro -> commands/cli; a module may import its own stage, an earlier one, or a shared leaf module, never a
+repro -> cli; a module may import its own stage, an earlier one, or a shared leaf module, never a
 later stage. Every import counts: the module-level ones and the ones inside functions (a lazy import
 defers the cost, it does not make a backward dependency acceptable). Read with `ast`, nothing is
 imported.
@@ -29,9 +29,7 @@ STAGES = {
     "render": 6,
     "report": 6,
     "repro": 7,
-    "output": 8,  # the one writer of -o: only the CLI writes
-    "commands": 8,
-    "cli": 8,
+    "cli": 8,  # the commands, and output (the one writer of -o: only the CLI writes)
     "__main__": 8,
     "": 9,
 }

@@ -235,7 +235,7 @@ def export_inputs(tmp_path: Path) -> list[Path]:
 def test_an_exported_row_has_the_text_the_parse_would_have_kept(tmp_path):
     """A file is read for an export without its batch and access rows' text (it held 2 GB at
     1 GB); each row gets its lines of the file as it is written: the same text."""
-    from sglog.commands.events import with_text
+    from sglog.cli.events import with_text
 
     for path in export_inputs(tmp_path):
         kept = list(parse_file(str(path), keep_text=True).iter_dicts())

@@ -33,7 +33,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_contains_the_grammar(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "sglog/grammars/sglang.lark" in names
-    assert "sglog/cli.py" in names
+    assert "sglog/cli/__init__.py" in names
 
 
 def test_installed_wheel_parses_with_its_own_grammar(wheel, tmp_path):

@@ -340,7 +340,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("SGLOG_STANDIN_PIDS", str(tmp_path / "pids.json"))
     monkeypatch.setenv("SGLOG_STANDIN_ARGV", str(tmp_path / "argv.json"))
     monkeypatch.setenv("SGLOG_BENCH_LAUNCHER", BENCH)
-    from sglog.commands import repro as cmd
+    from sglog.cli import repro as cmd
 
     state = {"findings": [fix_finding()]}
 
@@ -474,7 +474,7 @@ def test_a_server_ignoring_sigterm_gets_sigkill(env, capsys, monkeypatch):
 
 
 def test_an_internal_error_still_stops_the_server(env, capsys, monkeypatch):
-    from sglog.commands import repro as cmd
+    from sglog.cli import repro as cmd
 
     def broken(*a, **k):
         raise RuntimeError("a bug in sglog")
@@ -574,7 +574,7 @@ def test_story_plan_snapshot(log, snapshot, monkeypatch):
     monkeypatch.delenv("SGLOG_LAUNCHER", raising=False)
     runs = load_runs([str(log)])
     findings = diagnose_runs(runs)
-    from sglog.commands.repro import _choose_run
+    from sglog.cli.repro import _choose_run
 
     run = _choose_run(runs, findings, None, [])
     doc = rplan.build_plan(run, findings, log=f"fixtures/logs/story/{log.name}").to_dict()
@@ -594,7 +594,7 @@ def test_story_oom_fixed_end_to_end_with_the_rules(env, capsys, monkeypatch):
     oom, fixed = STORY / "eagle3-oom-auto.log", STORY / "eagle3-fixed-v2.log"
     if not (oom.exists() and fixed.exists()):
         pytest.skip("story fixtures not generated")
-    from sglog.commands import repro as cmd
+    from sglog.cli import repro as cmd
     from sglog.diagnose import diagnose_runs
 
     monkeypatch.setattr(cmd, "_diagnose", lambda runs: list(diagnose_runs(runs)))

@@ -26,7 +26,7 @@ def _loaded(what: str, probe: str, log: Path = LOG) -> set[str]:
 _PREFETCH_PROBE = """
 import json, sys
 import sglog.cli
-import sglog.commands.diagnose
+import sglog.cli.diagnose
 from sglog.read import inputs
 before = set(sys.modules)
 if sys.argv[1] == "prefetch":
@@ -115,7 +115,7 @@ def test_the_cli_patches_nothing():
     """No stand-in module, no patched dependency, no hard exit in the command line's code (#30)."""
     import re
 
-    mine = [ROOT / "sglog" / "cli.py", *sorted((ROOT / "sglog" / "commands").glob("*.py"))]
+    mine = sorted((ROOT / "sglog" / "cli").glob("*.py"))
     for path in mine:
         text = path.read_text()
         assert not re.search(r"sys\.modules\[|sys\.modules\.(update|pop|setdefault)|os\._exit|__name__ ==? ?[\"']NoArgs", text), path

@@ -29,7 +29,7 @@ def rules(
 ) -> None:
     """List the rules: code, name, severity, what each finds."""
 
-    from sglog.commands.diagnose import term_width, use_color
+    from sglog.cli.diagnose import term_width, use_color
     from sglog.errors import UsageError
     from sglog.rules import choose
 

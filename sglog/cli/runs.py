@@ -9,8 +9,8 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
-from sglog.commands._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
-from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
+from sglog.cli._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
+from sglog.cli.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
 
 
 @app.command(
@@ -30,7 +30,7 @@ def runs(
 ) -> None:
     """One row per server launch: version, model, parallelism, spec, how it ended, startup time, decode tok/s."""
 
-    from sglog.commands._common import log_paths
+    from sglog.cli._common import log_paths
     from sglog.runs.build import load_runs
     from sglog.timeline import run_summary
 
@@ -77,7 +77,7 @@ def timeline(
     if not window[:1].isdigit() or window[-1] not in "smhd":
         raise UsageError(f"--window {window!r}: use a number and a unit, e.g. 10s, 1m")
     cut = Window.from_options(since, until, rank)  # (a bad value stops before reading)
-    from sglog.commands._common import log_paths
+    from sglog.cli._common import log_paths
 
     found = load_runs(log_paths(logs))
     chosen = [r for r in found if run is None or r.index == run]

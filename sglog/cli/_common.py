@@ -120,7 +120,7 @@ def write_text(text: str, out: Path | None) -> None:
             sys.stdout.write("\n")
         sys.stdout.flush()
     else:
-        from sglog import output
+        from sglog.cli import output
 
         output.write_text(out, text)  # (a temporary file renamed over the target, #28)
 
@@ -154,7 +154,7 @@ def write_frame(frame, fmt: TableFormat, out: Path | None) -> None:
     if fmt == TableFormat.parquet:
         if out is None:
             raise UsageError("--format parquet needs -o FILE")
-        from sglog import output
+        from sglog.cli import output
 
         output.write_with(out, frame.write_parquet)
         return
@@ -178,7 +178,7 @@ def write_lines(pieces, out: Path | None) -> None:
             sys.stdout.write(piece)
         sys.stdout.flush()
         return
-    from sglog import output
+    from sglog.cli import output
 
     def put(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8", buffering=1 << 20) as f:
@@ -197,7 +197,7 @@ def write_frames(frames, fmt: TableFormat, out: Path | None) -> None:
 
     import polars as pl
 
-    from sglog import output
+    from sglog.cli import output
     from sglog.errors import UsageError
 
     if fmt == TableFormat.parquet and out is None:

@@ -11,7 +11,7 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
-from sglog.commands._common import ReportFormat, stdout_console, write_text
+from sglog.cli._common import ReportFormat, stdout_console, write_text
 
 
 class DiffFailOn(str, Enum):

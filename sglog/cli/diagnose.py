@@ -11,7 +11,7 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
-from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
+from sglog.cli.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
 
 
 class DiagnoseFormat(str, Enum):
@@ -29,14 +29,14 @@ class FailOn(str, Enum):
 
 def use_color(stream) -> bool:
     """``_common.use_color``: ``--color``, FORCE_COLOR, NO_COLOR, a terminal."""
-    from sglog.commands._common import use_color as rule
+    from sglog.cli._common import use_color as rule
 
     return rule(stream)
 
 
 def term_width(default: int = 120) -> int:
     """The output width (``_common.output_width``: one rule for every command)."""
-    from sglog.commands._common import output_width
+    from sglog.cli._common import output_width
 
     return output_width()
 
@@ -74,7 +74,7 @@ def diagnose(
     """Diagnose SGLang server logs: findings with evidence lines and a computed launch-command fix."""
 
     from sglog import config as cfg
-    from sglog.commands._common import log_paths, read_ahead
+    from sglog.cli._common import log_paths, read_ahead
 
     conf = cfg.load()  # (sglog.toml or [tool.sglog]; the command line wins)
     fmt = fmt or DiagnoseFormat(conf.format or "rich")
@@ -110,7 +110,7 @@ def diagnose(
         raise UsageError(str(e.args[0])) from None
     if window is not None:  # (the runs with a line in the window, the findings with evidence in it)
         runs, findings = window.findings(runs, findings)
-    from sglog.commands._common import PIPED_WIDTH, write_text
+    from sglog.cli._common import PIPED_WIDTH, write_text
 
     if fmt == DiagnoseFormat.json:
         doc = document(runs, findings, coverage) | ({"window": window.describe()} if window is not None else {})

@@ -21,8 +21,8 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
-from sglog.commands._common import stderr_console, stdout_console
-from sglog.commands.diagnose import FailOn
+from sglog.cli._common import stderr_console, stdout_console
+from sglog.cli.diagnose import FailOn
 
 REPORT_DIR = Path("reports") / "repro"
 CRASH_EXIT_GRACE = 5.0  # s to let a crashed server exit on its own before sglog stops it

@@ -1,6 +1,6 @@
 """The ``sglog`` command line: thin commands that call the stages and map errors to exit codes.
 
-Each command lives in sglog/commands/<name>.py and registers itself on ``app``; heavy modules
+Each command lives in sglog/cli/<name>.py and registers itself on ``app``; heavy modules
 (polars, lark, altair, rich) are imported inside the functions that need them, so ``sglog
 --help`` loads typer and the command modules only.  The help screens are click's plain ones
 (``rich_markup_mode=None``), with usage lines written by ``Command`` below.
@@ -87,7 +87,7 @@ def _root(
     color: Annotated[Color, typer.Option("--color", metavar="WHEN", help="Colour: auto (a terminal, FORCE_COLOR and NO_COLOR honoured), always or never.")] = Color.auto,
 ) -> None:
     """Log forensics and post-mortems for SGLang inference servers."""
-    from sglog.commands._common import COLOR
+    from sglog.cli._common import COLOR
 
     COLOR["when"] = color.value
     if ctx.invoked_subcommand is None:  # `sglog` alone: the help, exit 0
@@ -97,13 +97,13 @@ def _root(
 
 # command modules register themselves on `app` (import order = help order)
 # isort: off
-from sglog.commands import diagnose as _diagnose  # noqa: E402,F401
-from sglog.commands import diff as _diff  # noqa: E402,F401
-from sglog.commands import report as _report  # noqa: E402,F401
-from sglog.commands import repro as _repro  # noqa: E402,F401
-from sglog.commands import events as _events  # noqa: E402,F401
-from sglog.commands import runs as _runs  # noqa: E402,F401
-from sglog.commands import rules as _rules  # noqa: E402,F401
+from sglog.cli import diagnose as _diagnose  # noqa: E402,F401
+from sglog.cli import diff as _diff  # noqa: E402,F401
+from sglog.cli import report as _report  # noqa: E402,F401
+from sglog.cli import repro as _repro  # noqa: E402,F401
+from sglog.cli import events as _events  # noqa: E402,F401
+from sglog.cli import runs as _runs  # noqa: E402,F401
+from sglog.cli import rules as _rules  # noqa: E402,F401
 # isort: on
 
 

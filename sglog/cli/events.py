@@ -9,8 +9,8 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
-from sglog.commands._common import TableFormat, output_width, stdout_console, write_frames, write_lines, write_text
-from sglog.commands.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window, rank_label
+from sglog.cli._common import TableFormat, output_width, stdout_console, write_frames, write_lines, write_text
+from sglog.cli.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window, rank_label
 
 
 @app.command(
@@ -35,7 +35,7 @@ def events(
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
     import json
 
-    from sglog.commands._common import log_paths, read_ahead
+    from sglog.cli._common import log_paths, read_ahead
 
     if kind:
         _check_kinds(kind)

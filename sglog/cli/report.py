@@ -30,7 +30,7 @@ def report(
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page.")] = False,
 ) -> None:
     """Write a post-mortem: index.md with charts as PNG and SVG, and index.html; print the path of index.md."""
-    from sglog.commands._common import log_paths
+    from sglog.cli._common import log_paths
     from sglog.report import collect, render_files
     from sglog.report.escape import safe_name
 
@@ -70,7 +70,7 @@ def write_inside(directory: Path, name: str, data: bytes) -> Path:
     target = root / name
     if target.parent != root:
         raise UsageError(f"refusing to write outside {directory}")
-    from sglog import output
+    from sglog.cli import output
 
     return output.write_bytes(target, data)  # (the one -o writer: temporary file, rename, OS errors exit 2)
 
