@@ -42,6 +42,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 __all__ = ["REPAIRS", "SHAPES", "Repair", "Shape", "Unwrapper", "strip_outer"]
 
@@ -419,7 +420,8 @@ class Unwrapper:
             if line.strip():
                 nonblank += 1
             _, fields = strip_outer(line)
-            for name in fields.get("wrappers", ()):
+            # _strip sets "wrappers" to the tuple of the names it applied (Fields is a plain dict)
+            for name in cast("tuple[str, ...]", fields.get("wrappers", ())):
                 counts[name] += 1
         by_name = {s.name: s for s in SHAPES}
         found = []

@@ -46,7 +46,7 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
@@ -57,7 +57,7 @@ from sglog.read import grammar, messages, records
 BATCH_KINDS = ("decode_batch", "prefill_batch")
 HOT_KINDS = ("prefill_batch", "decode_batch", "http_access")
 MAX_NEW_SHAPES = 8  # per chunk and family; lines of further new shapes go to lark
-TS_UNIT = "ms"
+TS_UNIT: Final = "ms"
 
 # value classes of the typed regex groups: (regex, polars dtype).  Unbounded repeats (bounded
 # ones make the automaton much larger, 4x slower); ints too long for Int64 are caught after the cast.

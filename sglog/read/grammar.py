@@ -90,13 +90,13 @@ def _derive_all() -> dict:
             pats[name] = _terminal_regex(terms[name], term)
         return pats[name]
 
-    out_terms: dict[str, str | ValueError] = {}
+    out_terms: dict[str, str | dict[str, str]] = {}
     for name in terms:
         try:
             out_terms[name] = term(name)
         except ValueError as e:
             out_terms[name] = {"error": str(e)}
-    flat: dict[str, str | ValueError] = {}
+    flat: dict[str, str | dict[str, str]] = {}
     for rule, tree in rules.items():
         try:
             flat[rule] = _flat_regex(rule, tree, term)

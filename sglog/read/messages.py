@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, cast
 
 from lark import Token, Tree
 from lark.exceptions import LarkError
@@ -141,6 +141,10 @@ _NVSHMEM_STATUS = re.compile(r"non-zero status: (-?\d+)")
 _KV_HEAD = re.compile(r"^(?:Post-capture KV sizing: (?P<pc>draft )?KV cache allocated|(?P<label>.*?) (?:is allocated|VA upper bound))\. ")
 
 
+# interpret's callers catch AttributeError (parse._parse, and the digit-shape memo's templates, whose
+# retokened trees may not fit a rule's regex): a regex below that does not match, or a first child
+# that is not the terminal the rule starts with, leaves the line unparsed.  The casts
+# (re.Match[str], Token) say what the grammar guarantees and keep that behaviour.
 def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
     cls = KIND_CLASSES[kind]
     fields: dict[str, Any] = {}
@@ -198,7 +202,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields.update(term_fields(cls, tree))
         if fields:
             return fields
-        m = _KV_HEAD.match(message)
+        m = cast("re.Match[str]", _KV_HEAD.match(message))
         post = message.startswith("Post-capture")
         fields["cache"] = ("draft KV cache" if m.group("pc") else "KV cache") if post else m.group("label")
         fields["post_capture"] = post
@@ -206,7 +210,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields.update(cls.typed(_pairs(tree)))
         return fields
     if kind == "http_access":
-        m = re.match(grammar.flat_rule_regex("http_access"), message)
+        m = cast("re.Match[str]", re.match(grammar.flat_rule_regex("http_access"), message))
         client = re.sub(r' ?- "$', "", m.group("client_sep"))
         fields.update(
             client=client,
@@ -239,25 +243,25 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
 
         return blocks.read_native(message.split("\n"))
     if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log", "ucx_log"):
-        head = tree.children[0]
+        lead = cast(Token, tree.children[0])  # (each of these rules starts with a terminal)
         text = str(tree.children[1]).strip() if len(tree.children) > 1 else ""
-        if head.type == "GLOG_PREINIT":
-            fields.update(level="WARNING", message=str(head).split(": ", 1)[1])
+        if lead.type == "GLOG_PREINIT":
+            fields.update(level="WARNING", message=str(lead).split(": ", 1)[1])
             return fields
-        if head.type == "NVSHMEM_SOURCE":
-            fields.update(level="ERROR", message=text, source=str(head).rstrip(":").rsplit("/", 1)[-1])
+        if lead.type == "NVSHMEM_SOURCE":
+            fields.update(level="ERROR", message=text, source=str(lead).rstrip(":").rsplit("/", 1)[-1])
             sm = _NVSHMEM_STATUS.search(text)
             if sm:
                 fields["status"] = int(sm.group(1))
             return fields
-        fields["level"] = _level(kind, str(head))
+        fields["level"] = _level(kind, str(lead))
         fields["message"] = text
         if kind == "ucx_log":
-            fields["source"] = str(head).split("]")[-1].split()[0]
+            fields["source"] = str(lead).split("]")[-1].split()[0]
         elif kind == "glog":
-            fields["source"] = str(head).rstrip("]").split()[-1]  # (the writing file:line, as ucx_log's)
+            fields["source"] = str(lead).rstrip("]").split()[-1]  # (the writing file:line, as ucx_log's)
         return fields
-    if kind == "python_warning" and tree.children[0].type == "PYWARN_FRAGMENT":
+    if kind == "python_warning" and cast(Token, tree.children[0]).type == "PYWARN_FRAGMENT":
         # an excerpt that starts after the header: the message's last lines, then the source echo
         lines = [line.strip() for line in message.split("\n") if line.strip()]
         echo = next(i for i, line in enumerate(lines) if line.startswith("warnings.warn"))
@@ -274,7 +278,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         if rest:
             fields["source"] = rest[-1]
         return fields
-    if kind == "pip_package" and tree.children[0].type == "PIP_OUTPUT":
+    if kind == "pip_package" and cast(Token, tree.children[0]).type == "PIP_OUTPUT":
         fields.update(term_fields(cls, tree))
         return fields
     if kind == "pip_package":
@@ -285,7 +289,7 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
         fields["command"] = message[len("command=") :] if message.startswith("command=") else message
         return fields
     if kind == "watchdog_timeout":
-        m = re.search(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?", message)
+        m = cast("re.Match[str]", re.search(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?", message))
         comp = message.split(" ", 1)[0] if not message.startswith("Watchdog") else "Scheduler"
         fields.update(component=comp, timeout=guess(m.group(1)), soft=m.group(2) == "True" if m.group(2) else False)
         return fields
@@ -326,16 +330,16 @@ def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
     if kind == "bench_driver" and isinstance(tree.children[0], Token) and tree.children[0].type == "BD_NAMESPACE":
         fields.update(event="args", args=_pyargs(tree.children[1:]))
         return fields
-    if kind == "browser_agent_log" and tree.children[0].type == "BA_CALL_LOG":
+    if kind == "browser_agent_log" and cast(Token, tree.children[0]).type == "BA_CALL_LOG":
         fields["source"] = "playwright"
         fields["steps"] = [line.strip().lstrip("- ").strip() for line in _cont_lines(tree) if line.strip()]
         return fields
     # generic: capture groups of fixed-text terminals, then key/value lists
     fields.update(term_fields(cls, tree))
     fields.update(cls.typed(_pairs(tree)))
-    post = _POST.get(kind)
-    if post:
-        post(fields, message)
+    post_fn = _POST.get(kind)
+    if post_fn:
+        post_fn(fields, message)
     return fields
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,14 @@ def _n(kind: str, *fields: str | None, sources: tuple[str, ...] = (), **consts: 
 # which limit a message names: the model's context length; the scheduler's allowed maximum
 # (`max_req_input_len` = min(context_len, max_total_num_tokens) - 6 in 0.3-0.5: the smaller of the
 # context and the KV pool); the KV pool itself (a PD decode instance's `max_total_tokens`)
-_CTX = {"limit_kind": "context_len"}
-_MAX = {"limit_kind": "allowed_maximum"}
-_POOL = {"limit_kind": "max_total_tokens"}
+class _Limit(TypedDict):
+    # typed so that ``**_CTX`` is known to fill ``consts`` (a plain dict[str, str] could be ``sources``)
+    limit_kind: str
+
+
+_CTX: _Limit = {"limit_kind": "context_len"}
+_MAX: _Limit = {"limit_kind": "allowed_maximum"}
+_POOL: _Limit = {"limit_kind": "max_total_tokens"}
 
 REQUESTS: dict[str, Name] = {
     # 0.4.1.post7-0.4.6.post5 (srt/managers/utils.py validate_input_length), logged and returned

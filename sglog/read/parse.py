@@ -106,7 +106,7 @@ class ParsedLog:
         line a slow-path event comes first."""
         import heapq
 
-        streams = [(ev.to_dict() for ev in self.events)]
+        streams: list[Iterator[dict[str, Any]]] = [(ev.to_dict() for ev in self.events)]
         for frame in (self.batches, self.access):
             if not frame.height:
                 continue
@@ -233,7 +233,7 @@ class RecordParser:
             return messages.parse_message(message)
         hit = self.memo.get(message, 0)
         if hit != 0:
-            return (hit[0], dict(hit[1])) if hit else None
+            return (hit[0], dict(hit[1])) if hit else None  # type: ignore[index]  # (0: a miss; mypy cannot narrow "!= 0")
         res = self._parse(message)
         if len(self.memo) < _MEMO_MAX:
             self.memo[message] = res
@@ -336,11 +336,11 @@ class RecordParser:
         key = (text, source)
         hit = self.raised_memo.get(key, 0)
         if hit != 0:
-            return {**hit, "fields": dict(hit["fields"])} if hit else None
+            return {**hit, "fields": dict(hit["fields"])} if hit else None  # type: ignore[dict-item, index]  # (0: a miss, as in message)
         from sglog.read import catalog
 
         m = catalog.load().match(text, self.version, source)
-        out = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None else None
+        out: dict[str, Any] | None = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None else None
         if len(self.raised_memo) < _MEMO_MAX:
             self.raised_memo[key] = out
         return {**out, "fields": dict(out["fields"])} if out else None
@@ -363,7 +363,7 @@ class RecordParser:
         a message no grammar rule names, matched after any foreign logger prefix (kept as ``log_*``)."""
         hit = self.catalogue_memo.get(message, 0)
         if hit != 0:
-            return dict(hit) if hit else None
+            return dict(hit) if hit else None  # type: ignore[arg-type]  # (0: a miss, as in message)
         from sglog.read import catalog
 
         text, prefix = messages.strip_prefix(message)
@@ -916,6 +916,7 @@ def _frame_events(log: ParsedLog, frame: pl.DataFrame, rp: RecordParser) -> None
         cols = [c for c in part.columns if c not in _FRAME_ENVELOPE and counts[c] < part.height]
         col = part.get_column
         values = [col(c).to_list() for c in cols]
+        fields: list[dict[str, Any]]
         if not cols:
             fields = [{} for _ in range(part.height)]
         elif all(counts[c] == 0 for c in cols):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sglog.read import grammar
 
@@ -106,12 +107,13 @@ def clean(raw: str) -> str:
     return t
 
 
-_GLUED = None  # set by _init()
+# the patterns compiled from the grammar at first use, by _init() (None until then: see below)
+_GLUED: re.Pattern[str]
 _GLUE_PREFIX = re.compile(r"^(?:\.+|.*\d{1,3}%(?: Completed \||\|).*)$")
 # literals every progress bar that _GLUE_PREFIX cuts from the front of a log line contains (but a row of dots)
 GLUE_NEEDLES = ("%|", "% Completed |")
-_START = None
-_SGL_PREFIX = None
+_START: re.Pattern[str]
+_SGL_PREFIX: re.Pattern[str]
 _CONT_SGLANG = re.compile(
     r"^(?:\s+\S|Try to allocate \d+|Ava(?:li|il)able (?:\w+ )?tokens:|[\w.]*\.(?:available|evictable)_size\(\)=|Possible (?:solutions|suggestions):|\d+\. |Open an issue|Fail when using backend)"
 )
@@ -125,13 +127,17 @@ _CALL_LOG_INNER = re.compile(r"^\s+- ")
 _NEWLINE_MAX = 20  # lines a message that starts with a newline may hold
 
 
-_PYWARN = None
-_PREFACE_LINE = None
-_EXCEPTION = None
-_FRAGMENT = None
-_NATIVE_INNER = None
-_TB_FRAME = None
-_EXCEPTION_ANY = None
+_PYWARN: re.Pattern[str]
+_PREFACE_LINE: re.Pattern[str]
+_EXCEPTION: re.Pattern[str]
+_FRAGMENT: re.Pattern[str]
+_NATIVE_INNER: re.Pattern[str]
+_TB_FRAME: re.Pattern[str]
+_EXCEPTION_ANY: re.Pattern[str]
+if not TYPE_CHECKING:
+    # every use comes after an _init() (which tests _START): typed as compiled, so the per-line
+    # code needs no None check
+    _GLUED = _START = _SGL_PREFIX = _PYWARN = _PREFACE_LINE = _EXCEPTION = _FRAGMENT = _NATIVE_INNER = _TB_FRAME = _EXCEPTION_ANY = None
 
 
 def _anon(pattern: str) -> str:
@@ -260,12 +266,12 @@ class Folder:
         if self.wrap and cur is not None and not self._blanks and len(cur.raw[-1]) == self.wrap and not text[:1].isspace() and not is_start(text):
             cur.go_on(text, raw, lineno, "")  # the rest of a line the page wrapped: one line again for the parser
             return
-        if cur is not None and self._continues(text):
-            self._take_blanks()
-            self._cur.lines.append(text)
-            self._cur.raw.append(raw)
-            self._cur.end_line = lineno
-            self._after_append(text)
+        if cur is not None and self._continues(cur, text):
+            self._take_blanks(cur)
+            cur.lines.append(text)
+            cur.raw.append(raw)
+            cur.end_line = lineno
+            self._after_append(cur, text)
             return
         if cur is not None and not self._blanks and len(cur.lines) == 1 and cur.mode in ("line", "sglang") and not is_start(text):
             joiner = rewrapped(_message_of(cur.lines[0]), text)
@@ -299,11 +305,11 @@ class Folder:
         else:
             self.out.append(Record(lineno, lineno, [""], [raw], "blank"))
 
-    def _take_blanks(self) -> None:
+    def _take_blanks(self, cur: Record) -> None:
         for ln, raw in self._blanks:
-            self._cur.lines.append("")
-            self._cur.raw.append(raw)
-            self._cur.end_line = ln
+            cur.lines.append("")
+            cur.raw.append(raw)
+            cur.end_line = ln
         self._blanks.clear()
 
     def _close(self) -> None:
@@ -351,8 +357,7 @@ class Folder:
                 mode = "sglang"
         self._cur = Record(lineno, lineno, [text], [raw], mode)
 
-    def _after_append(self, text: str) -> None:
-        cur = self._cur
+    def _after_append(self, cur: Record, text: str) -> None:
         if cur.mode == "wrapped":
             self._depth += _unbalanced(text)
         elif cur.mode == "traceback" and not text[:1].isspace():
@@ -362,9 +367,10 @@ class Folder:
                 # the exception line; one whose type TB_EXCEPTION's suffixes miss counts where frames end
                 self._seen_exception = _EXCEPTION.match(text) is not None or (_EXCEPTION_ANY.match(text) is not None and not _TB_FRAME.match(text) and any(_TB_FRAME.match(t) for t in cur.logical))
 
-    def _continues(self, text: str) -> bool:
-        mode = self._cur.mode
-        if mode in ("line", "indent") and self._joins_fragment(text):
+    def _continues(self, cur: Record, text: str) -> bool:
+        """Whether ``text`` goes on ``cur`` (the open record)."""
+        mode = cur.mode
+        if mode in ("line", "indent") and self._joins_fragment(cur, text):
             return True
         if mode == "wrapped":
             return self._depth > 0 and not is_start(text)
@@ -375,8 +381,8 @@ class Folder:
                 return False
             return _EXCEPTION.match(text) is not None
         if mode == "traceback":
-            if text[:1].isspace() and _ECHO.match(text) and self._headless_source():
-                self._cur.mode = "warning"  # the indented lines were a warning's message: its echo follows
+            if text[:1].isspace() and _ECHO.match(text) and self._headless_source(cur):
+                cur.mode = "warning"  # the indented lines were a warning's message: its echo follows
                 return True
             if _TB_INNER.match(text):
                 return True
@@ -393,7 +399,7 @@ class Folder:
         if mode == "call_log":
             return bool(_CALL_LOG_INNER.match(text))
         if mode == "newline":
-            return len(self._cur.logical) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
+            return len(cur.logical) <= _NEWLINE_MAX and not is_start(text) and not _standalone(text)
         if mode == "fatal":
             return bool(_FATAL_INNER.match(text))
         if mode == "cpp":
@@ -408,13 +414,12 @@ class Folder:
             return bool(_CONT_SGLANG.match(text)) and not text[:1].isspace() and not is_start(text)
         return False
 
-    def _joins_fragment(self, text: str) -> bool:
+    def _joins_fragment(self, cur: Record, text: str) -> bool:
         """A record of unrecognised line(s) without an envelope, and a line that makes it part of
         a block: an exception line after a source line (a traceback's last lines), an indented
         line after indented lines, or a warning's `warnings.warn(` echo after its indented message
         lines.  The record's lines join only if no grammar rule reads them."""
-        cur = self._cur  # (a "line" record has no envelope: see _open)
-        first = cur.logical[0]
+        first = cur.logical[0]  # (a "line" record has no envelope: see _open)
         if not text[:1].isspace():
             if (cur.mode == "line" and len(cur.logical) > 1) or not _EXCEPTION.match(text) or is_start(text) or _standalone(text):
                 return False
@@ -434,13 +439,13 @@ class Folder:
         cur.mode = "indent"  # indented lines no rule reads: a warning's message, if its echo follows
         return True
 
-    def _headless_source(self) -> bool:
+    def _headless_source(self, cur: Record) -> bool:
         """A traceback record that is only indented lines (no head, frame or exception yet)."""
-        cur = self._cur
         return not self._seen_exception and not any(_TB_FRAME.match(t) or "Traceback (most recent" in t for t in cur.logical)
 
 
-_FRAGMENT_MODES = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "warning", "frame": "traceback", "exception": "traceback"}
+# (keyed by _FRAGMENT's Match.lastgroup, which is never None where it is looked up: one group matched)
+_FRAGMENT_MODES: dict[str | None, str] = {"cpp": "cpp", "fatal": "fatal", "native": "native", "echo": "warning", "frame": "traceback", "exception": "traceback"}
 
 
 # ---------------------------------------------------------------- lines a web page wrapped
