@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -145,9 +146,7 @@ def test_merged_args_take_the_most_severe_finding_first(story):
 
 def test_findings_are_sorted_by_severity_then_run():
     runs = sglog.load([str(STORY / "eagle3-5step.log")]) + []
-    more = sglog.load(STORY / "eagle3-oom-auto.log")
-    for r in more:
-        r.index = len(runs) + 1
+    more = [replace(r, index=len(runs) + 1) for r in sglog.load(STORY / "eagle3-oom-auto.log")]  # (runs are frozen)
     findings = diagnose_runs(runs + more)
     ranks = [({"error": 0, "warning": 1, "info": 2}[f.severity], f.run) for f in findings]
     assert ranks == sorted(ranks)

@@ -128,8 +128,9 @@ class Window:
     # -- timeline: a run cut to the window
     def restrict(self, run):
         """A copy of ``run`` holding only its lines in the window (events and batch/access rows);
-        what was derived from the whole run (startup, memory, ending, name) stays the run's."""
-        return dataclasses.replace(run, events=self._events(run.events), batches=self.frame(run.batches), access=self.frame(run.access), _memo={})
+        what was derived from the whole run (startup, memory, ending, name) stays the run's; the
+        copy's memo starts empty (``replace`` gives a new run its own)."""
+        return dataclasses.replace(run, events=self._events(run.events), batches=self.frame(run.batches), access=self.frame(run.access))
 
     def _events(self, events: list) -> list:
         last: dict[str, datetime] = {}

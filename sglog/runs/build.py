@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -252,9 +252,13 @@ class Ending:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
-    """One server launch."""
+    """One server launch.  Frozen: a built run does not change (``with_facts`` gives a new one).
+
+    Its one piece of state is ``_memo``, a private dict of the facts derived from it (frames, stats),
+    filled once per key by ``memo``; it is not a field of the run's value (not compared, not shown).
+    """
 
     index: int
     files: list[str]
@@ -273,7 +277,7 @@ class Run:
     index_in_file: int = 1
     label: str = ""  # the run's name, given by build_runs (``run_names``); see ``name``
     # derived facts computed once per run (a run does not change once built): see ``memo``
-    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def memo(self, key: str, compute):
         """``compute(self)``, computed once per run: rules ask for the same frames and facts many times."""
@@ -282,6 +286,13 @@ class Run:
         except KeyError:
             value = self._memo[key] = compute(self)
             return value
+
+    def with_facts(self, **facts: Any) -> Run:
+        """This run with ``facts`` set, as a new run that keeps the memo: what was derived so far
+        comes from the same events and frames (``build_runs`` adds a run's facts one by one)."""
+        new = replace(self, **facts)
+        object.__setattr__(new, "_memo", self._memo)  # (the one assignment on a frozen run, made before anyone sees it)
+        return new
 
     # -- identity / descriptions
     @property
@@ -754,12 +765,12 @@ def _make_run(index: int, group: list[_Piece], name: str = "") -> Run:
     )
     if len(group) == 1 and group[0].by_kind is not None:
         run.memo("by_kind", lambda _run: group[0].by_kind)  # (the file's index: the same events)
-    run.ranks = _ranks(run)
-    run.version = guess_version(run)
-    run.startup = _startup(run)
-    run.memory = _memory(run)
-    run.ending = _ending(run)
-    return run
+    # each fact is read from the run with the facts before it (the ending reads the startup ...)
+    run = run.with_facts(ranks=_ranks(run))
+    run = run.with_facts(version=guess_version(run))
+    run = run.with_facts(startup=_startup(run))
+    run = run.with_facts(memory=_memory(run))
+    return run.with_facts(ending=_ending(run))
 
 
 def _ranks(run: Run) -> list[str]:
