@@ -34,7 +34,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -131,6 +131,8 @@ class Rule:
 
     summary: ClassVar[str] = ""
     doc: ClassVar[dict[str, str]] = {}
+    # each rule class's own, set by symbols() on first use (declared only: no value here, so a subclass's __dict__ tells)
+    _symbols: ClassVar[frozenset[str]]
 
     # -- options
     def resolve(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -390,7 +392,7 @@ def nearby_line_evidence(run, e, patterns: Iterable[str], before: int = 5) -> Ev
     return None
 
 
-def pick_remedy(found: Iterable[str], remedies: Iterable[tuple[Any, dict[str, str | None], str]], default: tuple[dict[str, str | None], str]) -> tuple[dict[str, str | None], str]:
+def pick_remedy(found: Iterable[str], remedies: Iterable[tuple[Any, Mapping[str, str | None], str]], default: tuple[dict[str, str | None], str]) -> tuple[dict[str, str | None], str]:
     """(args, advice) of the first remedy one of whose names (a string or a tuple of them) is in
     ``found`` -- the causes the reader named (``Crash.causes``), or typed values such as a missing
     module's name; ``default`` if none is."""

@@ -204,6 +204,22 @@ def num(x: Any) -> float | None:
     return None
 
 
+def stat(x: object) -> float | None:
+    """A polars aggregate of a numeric column (``Series.median/max/min/mean/quantile``), typed as a
+    number: polars types it as any Python literal. Returned as it is (an int stays an int), None
+    for an empty or all-null column; anything else is not a number and raises TypeError."""
+    if x is None or isinstance(x, (int, float)):
+        return x
+    raise TypeError(f"not a numeric aggregate: {type(x).__name__}")
+
+
+def value(x: object) -> float:
+    """:func:`stat` of an aggregate that must be there: a None raises TypeError, as ``float(None)`` does."""
+    if isinstance(x, (int, float)):
+        return x
+    raise TypeError(f"not a numeric aggregate: {type(x).__name__}")
+
+
 def tp_size(run) -> int:
     v = run.args.get("tp_size")
     if isinstance(v, int) and not isinstance(v, bool):
@@ -364,7 +380,7 @@ def line_span(frame: pl.DataFrame) -> str:
     if frame.height == 0 or "line" not in frame.columns:
         return ""
     lines = frame.get_column("line")
-    return f"lines {lines.min()}-{lines.max()}"
+    return f"lines {stat(lines.min())}-{stat(lines.max())}"
 
 
 def batches_before(run, file: str, line: int, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:

@@ -119,7 +119,7 @@ class KvPoolSmallerThanRequest(Rule):
             reach = fit.reachable_pool
             if cap and not starved:
                 grow = reach is not None and reach > pool and fit.mfs_upper is not None
-                args = {"--context-length": str(cap)}
+                args: dict[str, str | None] = {"--context-length": str(cap)}
                 if grow:
                     args = {"--mem-fraction-static": f"{fit.mfs_upper:.2f}", **args}
                     pool_txt = f"--mem-fraction-static {fit.mfs_upper:.2f} grows the pool from {pool:,} to ~{reach:,} tokens and --context-length {cap} makes the limit that pool's"

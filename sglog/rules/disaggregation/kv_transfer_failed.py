@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 import polars as pl
 
@@ -107,7 +108,7 @@ class KvTransferFailed(Rule):
 
     code = "SGL405"
     name = "kv-transfer-failed"
-    triggers = (
+    triggers: ClassVar[tuple[str, ...]] = (
         "aiohttp_access",
         "cpp_exception",
         "fatal_error",

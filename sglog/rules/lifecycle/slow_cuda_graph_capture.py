@@ -64,7 +64,7 @@ class SlowCudaGraphCapture(Rule):
             if M and M > o["min_bs_to_shrink"]:
                 if d.height >= 20 and "running_req" in d.columns and d.get_column("running_req").drop_nulls().len():
                     r = d.get_column("running_req").drop_nulls()
-                    new = facts.round_up_capture(float(r.quantile(0.99, "higher")), facts.captured_bs(run))
+                    new = facts.round_up_capture(float(facts.value(r.quantile(0.99, "higher"))), facts.captured_bs(run))
                     if new > M / 2:
                         new = None  # the batches need these sizes
                 else:

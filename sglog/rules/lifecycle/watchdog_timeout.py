@@ -96,7 +96,7 @@ class WatchdogTimeout(CrashRule):
             )
         else:
             tp = facts.tp_size(run)
-            args = {"--disable-custom-all-reduce": "true"} if tp > 1 and run.args.get("disable_custom_all_reduce") is not True else {}
+            args: dict[str, str | None] = {"--disable-custom-all-reduce": "true"} if tp > 1 and run.args.get("disable_custom_all_reduce") is not True else {}
             fix = Fix(
                 summary="A batch hung in the middle of serving: treat it as a collective hang"
                 + (" (--disable-custom-all-reduce)" if args else "")

@@ -93,8 +93,8 @@ class CudaGraphBsOversized(Rule):
         running = running.filter(running > 0)
         if running.len() < o["min_decode_lines"]:
             return
-        p99 = float(running.quantile(0.99, "higher"))
-        peak = int(running.max())
+        p99 = float(facts.value(running.quantile(0.99, "higher")))
+        peak = int(facts.value(running.max()))
         if M < o["ratio"] * max(p99, 1.0):
             return
         sizes = facts.captured_bs(run)
@@ -111,7 +111,7 @@ class CudaGraphBsOversized(Rule):
         if freed < o["min_free_gb"]:
             return
         tokens = f", ~{int(freed * GiB / m.bytes_per_kv_token):,} more KV tokens" if m.bytes_per_kv_token else ""
-        args = {"--cuda-graph-max-bs": str(n)}
+        args: dict[str, str | None] = {"--cuda-graph-max-bs": str(n)}
         more = ""
         mfs, T, F = m.mem_fraction_static, m.total_gb, m.available_gpu_mem_gb
         if mfs is not None and T and F is not None:

@@ -98,7 +98,7 @@ class CudaGraphCaptureOom(CrashRule):
             if M and n >= M:
                 n = max(1, M // 2)
             basis = f"a quarter of the current maximum {M}" if M else "the log does not show the captured sizes"
-        args = {"--cuda-graph-max-bs": str(n)}
+        args: dict[str, str | None] = {"--cuda-graph-max-bs": str(n)}
         mfs, T = run.memory.mem_fraction_static, run.memory.total_gb
         extra = ""
         if a_c is not None and a_c < o["reserve_gb"] and mfs is not None and T:

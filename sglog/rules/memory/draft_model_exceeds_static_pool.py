@@ -201,7 +201,7 @@ class DraftModelExceedsStaticPool(CrashRule):
         else:
             bs = facts.max_graph_bs(run)
             smaller = facts.round_up_capture((bs or 32) / 4) if bs else 8
-            args = {"--mem-fraction-static": f"{lo:.2f}", "--cuda-graph-max-bs": str(smaller)}
+            args: dict[str, str | None] = {"--mem-fraction-static": f"{lo:.2f}", "--cuda-graph-max-bs": str(smaller)}
             fix = Fix(
                 summary=f"No fraction fits: the lower bound {lo:.2f} is above the upper bound {hi:.2f} ({basis}). "
                 f"Shrink what lives outside the static pool: --cuda-graph-max-bs {smaller}, a smaller draft tree "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from sglog.events import Event
 from sglog.findings import Fix
 from sglog.rules import facts
 from sglog.rules.base import Option, event_evidence, exception_evidence
@@ -61,7 +62,7 @@ class TpMemoryImbalance(CrashRule):
 
     def _check(self, run, o) -> Iterator:
         c = facts.crash(run)
-        per = {}
+        per: dict[str, Event] = {}
         loads = [e for e in run.events_of("weight_load_begin") if e.get("avail_mem") is not None]
         untagged = bool(loads) and all(e.rank is None for e in loads) and len(loads) <= max(facts.tp_size(run), 1) and not facts.is_spec(run)
         for e in loads:

@@ -73,7 +73,7 @@ class IllegalMemoryAccess(CrashRule):
                 hit = replace(hit, note=(hit.text or "")[at:].split(":", 1)[0])
             ev.insert(0, hit)
         mfs = run.memory.mem_fraction_static
-        args = {"--mem-fraction-static": f"{mfs - 0.05:.2f}"} if mfs is not None else {}
+        args: dict[str, str | None] = {"--mem-fraction-static": f"{mfs - 0.05:.2f}"} if mfs is not None else {}
         fix = Fix(
             summary=("Lower --mem-fraction-static by 0.05 (an OOM in disguise is the common cause); " if mfs is not None else "")
             + "locate the kernel with CUDA_LAUNCH_BLOCKING=1 (and --disable-cuda-graph to bisect), try another --attention-backend, update the kernels.",

@@ -9,7 +9,7 @@ from sglog.rules.base import exception_evidence, exception_line, pick_remedy
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
 # (packages, as ``_package`` spells a module's top-level name, args patch, what to do)
-_DEPENDENCY_REMEDIES = (
+_DEPENDENCY_REMEDIES: tuple[tuple[str, dict[str, str | None], str], ...] = (
     ("deepep", {"--moe-a2a-backend": None}, "Install DeepEP (github.com/deepseek-ai/deepep) or drop --moe-a2a-backend deepep (the default all-to-all needs no extra package)."),
     ("mooncake", {}, "Install the Mooncake transfer engine (pip install mooncake-transfer-engine) or choose another --disaggregation-transfer-backend."),
     (

@@ -11,7 +11,7 @@ from sglog.rules.base import event_evidence, exception_evidence, exception_line,
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
 # (causes, as the reader names them: sglog/read/signatures.py CAUSES; args patch, what to do)
-_ARCH_REMEDIES = (
+_ARCH_REMEDIES: tuple[tuple[tuple[str, ...], dict[str, str | None], str], ...] = (
     (
         ("triton_fp8e4nv",),
         {"--kv-cache-dtype": "fp8_e5m2"},

@@ -123,7 +123,7 @@ class RequestTooLong(Rule):
         binds_txt = {
             "context_len": "the model's context length",
             "kv_pool": f"the KV pool ({pool:,} tokens)" if pool else (f"the KV pool (~{limit + 6:,} tokens)" if isinstance(limit, int) else "the KV pool"),
-        }.get(binds, "")
+        }.get(binds or "", "")
         if kind == "allowed_maximum" and binds:
             limit_words = f"the allowed maximum of {lim_txt}, set by {binds_txt}" + (f" not the context length ({ctx:,})" if binds == "kv_pool" and ctx else "")
         else:

@@ -68,7 +68,7 @@ class CudaGraphsNeverCaptured(Rule):
         only = f" (based on only {g.height} decode lines)" if few else ""
         lines = "The log's decode lines" if few else f"All {g.height} decode lines"
         M = facts.max_graph_bs(run)
-        if M and "running_req" in g.columns and (g.get_column("running_req") > M).mean() > 0.5:
+        if M and "running_req" in g.columns and facts.value((g.get_column("running_req") > M).mean()) > 0.5:
             return  # decode-batch-exceeds-cuda-graph explains it
         ev = []
         sa = run.first("server_args")

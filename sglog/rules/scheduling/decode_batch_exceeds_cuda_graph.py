@@ -65,7 +65,7 @@ class DecodeBatchExceedsCudaGraph(Rule):
             # a fragment without the args and the capture lines: the decode lines still show the
             # largest size that ran with graphs; a batch above every one of them ran without
             with_graphs = d.filter(pl.col("cuda_graph") == True)  # noqa: E712
-            M = int(with_graphs.get_column("running_req").max() or 0) if with_graphs.height else 0
+            M = int(facts.stat(with_graphs.get_column("running_req").max()) or 0) if with_graphs.height else 0
             if not M:
                 return
             largest = with_graphs.filter(pl.col("running_req") == M).head(1).to_dicts()[0]
@@ -73,7 +73,7 @@ class DecodeBatchExceedsCudaGraph(Rule):
         over = d.filter((pl.col("cuda_graph") == False) & (pl.col("running_req") > M))  # noqa: E712
         if over.height < o["min_rows"] and over.height < o["min_share"] * d.height or over.height == 0:
             return
-        p95 = float(over.get_column("running_req").quantile(0.95, "higher"))
+        p95 = float(facts.value(over.get_column("running_req").quantile(0.95, "higher")))
         new = facts.round_up_capture(p95)
         m = run.memory
         cost = f"; graphs grow from {m.cuda_graph_gb:.2f} to ~{m.cuda_graph_gb * new / M:.2f} GB" if m.cuda_graph_gb else ""

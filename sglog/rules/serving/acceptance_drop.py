@@ -8,6 +8,7 @@ import polars as pl
 
 from sglog import timeline
 from sglog.findings import Fix
+from sglog.rules import facts
 from sglog.rules.base import Option, Rule
 from sglog.rules.serving import change
 
@@ -89,13 +90,13 @@ class AcceptanceDrop(Rule):
         if hit is None:
             return
         s, e = hit
-        before, after = ref[s], w.get_column("value").slice(s, e - s + 1).median()
+        before, after = ref[s], facts.value(w.get_column("value").slice(s, e - s + 1).median())
         first = change.first_row(timeline.decode_series(run), ws, w, s, pl.col(metric) <= before * (1 - o["drop"]))
         sp = change.span(ws, s, e, w, first)
         word = "accept length" if metric == "accept_len" else "accept rate"
         rng = change.level_range(w.get_column("value").slice(0, s))
         loads = w.get_column("load")
-        lb, la = loads.slice(0, s).median(), loads.slice(s, e - s + 1).median()
+        lb, la = facts.stat(loads.slice(0, s).median()), facts.stat(loads.slice(s, e - s + 1).median())
         load_words = f" (#running-req {lb:.0f} before, {la:.0f} during)" if lb is not None and la is not None else ""
         msg = f"The {word} fell from {before:.2f} to {after:.2f} {sp.between}, {sp.before} at {rng}{load_words}."
         note = f"median {metric} per window ({change.width_words(ws.axis, ws.width)}): {before:.2f} over {s} windows before, {after:.2f} over {e - s + 1} windows from {sp.start}"

@@ -8,6 +8,7 @@ import polars as pl
 
 from sglog import timeline
 from sglog.findings import Fix
+from sglog.rules import facts
 from sglog.rules.base import Option, Rule
 from sglog.rules.serving import change
 
@@ -89,13 +90,13 @@ class CacheHitCollapse(Rule):
         s, e = hit
         before = ref[s]
         dur, bef = w.slice(s, e - s + 1), w.slice(0, s)
-        after = dur.get_column("value").median()
+        after = facts.value(dur.get_column("value").median())  # (the windows that crossed have a share)
         row_share = pl.col("cached_token") / (pl.col("cached_token") + pl.col("new_token")).clip(1)
         first = change.first_row(run.prefill, ws, w, s, row_share <= before * (1 - o["drop"]))
         sp = change.span(ws, s, e, w, first)
         rng = change.level_range(bef.get_column("value") * 100, "%")
-        u0, u1 = bef.get_column("usage").median(), dur.get_column("usage").median()
-        n0, n1 = bef.get_column("new").median(), dur.get_column("new").median()
+        u0, u1 = facts.stat(bef.get_column("usage").median()), facts.stat(dur.get_column("usage").median())
+        n0, n1 = facts.stat(bef.get_column("new").median()), facts.stat(dur.get_column("new").median())
         said = []
         full = u1 is not None and u1 >= 0.9
         if u1 is not None and u0 is not None and (full or abs(u1 - u0) >= 0.1):

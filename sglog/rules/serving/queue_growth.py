@@ -8,6 +8,7 @@ import polars as pl
 
 from sglog import timeline
 from sglog.findings import Fix
+from sglog.rules import facts
 from sglog.rules.base import Option, Rule
 from sglog.rules.serving import change
 
@@ -88,11 +89,12 @@ class QueueGrowth(Rule):
             return
         s, e = hit
         dur, bef = w.slice(s, e - s + 1), w.slice(0, s)
-        before, after = ref[s], dur.get_column("value").median()
-        peak = dur.get_column("value").max()
-        usage, running = dur.get_column("usage").median(), dur.get_column("load").median()
+        # (the windows that crossed have a queue length: after and peak are there)
+        before, after = ref[s], facts.value(dur.get_column("value").median())
+        peak = facts.value(dur.get_column("value").max())
+        usage, running = facts.stat(dur.get_column("usage").median()), facts.stat(dur.get_column("load").median())
         cap = run.memory.max_running_requests
-        top, low = dur.get_column("load_max").max(), dur.get_column("load").min()
+        top, low = facts.stat(dur.get_column("load_max").max()), facts.stat(dur.get_column("load").min())
         at_cap = cap is not None and top is not None and top >= cap
         assumed = ""
         if cap is None and top and low is not None and low >= top:
@@ -115,7 +117,7 @@ class QueueGrowth(Rule):
             return
         first = change.first_row(run.batches, ws, w, s, pl.col("queue_req") >= before + o["min_growth"])
         sp = change.span(ws, s, e, w, first)
-        rb = bef.get_column("load").median()
+        rb = facts.stat(bef.get_column("load").median())
         load_words = f" (#running-req {running:.0f}, {rb:.0f} before)" if running is not None and rb is not None else ""
         msg = f"The request queue grew from {before:.0f} to {after:.0f} (peak {peak:.0f}) {sp.between}, {sp.before} of serving{load_words}. {kind.capitalize()}: {why}."
         note = f"median #queue-req per window ({change.width_words(ws.axis, ws.width)}): {before:.0f} over {s} windows before, {after:.0f} over {e - s + 1} windows from {sp.start}; token usage {'?' if usage is None else f'{usage:.2f}'}"

@@ -8,6 +8,7 @@ import polars as pl
 
 from sglog import timeline
 from sglog.findings import Fix
+from sglog.rules import facts
 from sglog.rules.base import Option, Rule
 from sglog.rules.serving import change
 
@@ -93,7 +94,7 @@ class ThroughputDrop(Rule):
         top, top_load = top_at[s], load_at[s]
         dur = w.slice(s, e - s + 1)
         bef = w.slice(0, s)
-        after, la = dur.get_column("value").median(), dur.get_column("load").median()
+        after, la = facts.value(dur.get_column("value").median()), facts.value(dur.get_column("load").median())
         first = change.first_row(timeline.decode_series(run), ws, w, s, pl.col("gen_throughput") <= top * (1 - o["drop"]))
         sp = change.span(ws, s, e, w, first)
         same = "the same load" if abs(la - top_load) <= 0.1 * max(top_load, 1) else f"#running-req {la:.0f} (best at {top_load:.0f})"

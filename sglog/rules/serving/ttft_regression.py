@@ -8,6 +8,7 @@ import polars as pl
 
 from sglog import timeline
 from sglog.findings import Fix
+from sglog.rules import facts
 from sglog.rules.base import Option, Rule
 from sglog.rules.serving import change
 
@@ -83,7 +84,7 @@ class TtftRegression(Rule):
         if hit is None:
             return
         s, e = hit
-        before, after = ref[s], w.get_column("value").slice(s, e - s + 1).median()
+        before, after = ref[s], facts.value(w.get_column("value").slice(s, e - s + 1).median())
         first = change.first_row(r, ws, w, s, pl.col("ttft") >= before + o["min_rise"])
         sp = change.span(ws, s, e, w, first)
         rng = change.level_range(w.get_column("value").slice(0, s))

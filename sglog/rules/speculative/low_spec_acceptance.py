@@ -150,7 +150,7 @@ class LowSpecAcceptance(Rule):
             window_evidence(run, f"median accept len {L:.2f} over {s_rows.height} steady decode lines ({facts.line_span(s_rows)}); a = {a:.2f} from L = (1 - a^{d + 1}) / (1 - a)"),
         ]
         algo = facts.spec_algo(run) or ""
-        args = {"--speculative-num-steps": "1", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "2"} if algo in CHAIN_ALGOS and d > 1 else {}
+        args: dict[str, str | None] = {"--speculative-num-steps": "1", "--speculative-eagle-topk": "1", "--speculative-num-draft-tokens": "2"} if algo in CHAIN_ALGOS and d > 1 else {}
         fix = Fix(
             summary="Check that the draft matches the target (EAGLE-3 hidden-state layer ids, target revision, chat template) against a reference benchmark at temperature 0; meanwhile one draft step wastes the least.",
             args=args,

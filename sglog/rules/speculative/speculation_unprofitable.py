@@ -63,7 +63,7 @@ class SpeculationUnprofitable(Rule):
             return
         if not (facts.is_spec(run) or d.get_column("accept_len").drop_nulls().len()):
             return
-        flags = {
+        flags: dict[str, str | None] = {
             f"--{k.replace('_', '-')}": None
             for k in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
             if run.args.get(k) is not None
@@ -94,9 +94,9 @@ class SpeculationUnprofitable(Rule):
         off_b = off.filter(pl.col("running_req").is_in(list(both)))
         if on_b.height < o["min_rows"] or off_b.height < o["min_rows"]:
             return
-        tps_on = float(on_b.get_column("gen_throughput").median())
-        tps_off = float(off_b.get_column("gen_throughput").median())
-        L_on = float(on_b.get_column("accept_len").median())
+        tps_on = float(facts.value(on_b.get_column("gen_throughput").median()))
+        tps_off = float(facts.value(off_b.get_column("gen_throughput").median()))
+        L_on = float(facts.value(on_b.get_column("accept_len").median()))
         if tps_on >= tps_off or tps_on <= 0:
             return
         l_star = L_on * tps_off / tps_on
