@@ -45,14 +45,18 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
 
 import polars as pl
 
 from sglog import schema
 from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
 from sglog.read import grammar, messages, records
+
+if TYPE_CHECKING:
+    from polars._typing import SchemaDict
 
 BATCH_KINDS = ("decode_batch", "prefill_batch")
 HOT_KINDS = ("prefill_batch", "decode_batch", "http_access")
@@ -62,10 +66,11 @@ TS_UNIT: Final = "ms"
 # value classes of the typed regex groups: (regex, polars dtype).  Unbounded repeats (bounded
 # ones make the automaton much larger, 4x slower); ints too long for Int64 are caught after the cast.
 # ASCII digits only: Python's int()/float() take other Unicode digits, polars' casts do not.
-_INT = (r"-?[0-9]+", pl.Int64)
-_DEC = (r"-?[0-9]+\.[0-9]+", pl.Float64)
-_NUM = (r"-?[0-9]+(?:\.[0-9]+)?", pl.Float64)
-_BOOL = (r"True|False", pl.Boolean)
+# value classes: (regex, dtype)
+_INT: tuple[str, type[pl.DataType]] = (r"-?[0-9]+", pl.Int64)
+_DEC: tuple[str, type[pl.DataType]] = (r"-?[0-9]+\.[0-9]+", pl.Float64)
+_NUM: tuple[str, type[pl.DataType]] = (r"-?[0-9]+(?:\.[0-9]+)?", pl.Float64)
+_BOOL: tuple[str, type[pl.DataType]] = (r"True|False", pl.Boolean)
 
 # ---------------------------------------------------------------- lines
 
@@ -87,7 +92,19 @@ def with_line_numbers(raw: pl.Series, first_line: int) -> pl.DataFrame:
     return pl.DataFrame({"line": pl.int_range(first_line, first_line + n, dtype=pl.Int64, eager=True), "raw": raw})
 
 
-_CSV_OPTIONS = {
+class _CsvOptions(TypedDict):
+    # (typed per key: ``**_CSV_OPTIONS`` is checked against pl.read_csv's parameters)
+    has_header: bool
+    separator: str
+    quote_char: str | None
+    new_columns: list[str]
+    schema: SchemaDict
+    empty_string_is_null: bool
+    encoding: str
+    raise_if_empty: bool
+
+
+_CSV_OPTIONS: _CsvOptions = {
     "has_header": False,
     "separator": "\x1f",
     "quote_char": None,
@@ -534,8 +551,9 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     parts: list[str] = []
     names: list[str | None] = []
     dtypes: list[Any] = []
-    vclasses: list[str] = []  # value class regex of each key (None for an 'a -> b' pair)
+    vclasses: list[str | None] = []  # value class regex of each key (None for an 'a -> b' pair)
     g = 0
+    name: str | None  # (None below, in names: a field a later key overrides)
     for key, value in pairs:
         name = normalise_key(key)
         if name == "new_token_ratio" and "->" in value:
@@ -560,7 +578,7 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     head_re = grammar.escape(head) if FAMILIES[kind][1] else head_pat
     body = f"(?P<head>{head_re})" + ", ".join(parts) + "(?:, ?)?$"  # lark's END after a value
     # later keys win (as in Event.typed)
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     for i in range(len(names) - 1, -1, -1):
         if names[i] in seen:
             names[i] = None
@@ -585,7 +603,7 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     return shape
 
 
-def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str]) -> LitPlan | None:
+def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str | None]) -> LitPlan | None:
     """The whole-line reading of a batch shape, when its head and keys allow splitting at ', '."""
     if kind not in BATCH_KINDS or None in vclasses or re.search(r"[0-9]", head):
         return None  # (a digit in the head varies per line, and so do the head's fields; an 'a -> b' value is two groups)
@@ -631,6 +649,12 @@ def _py_cast(text: str, dtype) -> Any:
 _NEEDLES = {"decode_batch": "Decode batch", "prefill_batch": "Prefill batch"}
 
 
+def _lit_regex(shape: Shape | None, access_re: str | None) -> str:
+    """The whole-line regex of one of read_lit's readings: a shape's (only shapes with a ``lit``
+    are read so), or the access reading's (None: there only when ``access_re`` is)."""
+    return cast(str, access_re) if shape is None else cast(LitPlan, shape.lit).regex
+
+
 def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[pl.DataFrame], list[pl.DataFrame], pl.DataFrame, list[tuple[Shape | None, int]]]:
     """Lines (line, raw) of a chunk -> (batch frames and access frames of the lines whole-line
     shapes take, the other lines with their ``_claim`` worked out, samples).  See ``LitPlan``;
@@ -643,11 +667,11 @@ def read_lit(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> tuple[list[p
         return [], [], df, []
     raw = df.get_column("raw")
     # each shape's regex on the lines no shape before it took (one whole-line scan per line that matches)
-    hits = [raw.str.contains(access_re if shapes[0] is None else shapes[0].lit.regex)]
+    hits = [raw.str.contains(_lit_regex(shapes[0], access_re))]
     anyhit = hits[0]
     none = pl.repeat(False, len(raw), dtype=pl.Boolean, eager=True)
     for sh in shapes[1:]:
-        h = _on_rows(raw, ~anyhit, pl.col("raw").str.contains(access_re if sh is None else sh.lit.regex), none)
+        h = _on_rows(raw, ~anyhit, pl.col("raw").str.contains(_lit_regex(sh, access_re)), none)
         hits.append(h)
         anyhit = anyhit | h
     if not anyhit.any():
@@ -915,14 +939,14 @@ def _apply_shapes(todo: pl.DataFrame, shapes: list[Shape], keep_text: bool) -> t
     batch = [j for j in used if shapes[j].kind in BATCH_KINDS]
     if batch:
         cols.append(pick([(j, pl.col(f"{j}:head")) for j in batch]).alias("_head"))
-    typed = wide.select(cols)
+    typed_cols = wide.select(cols)
     line = todo.get_column("line")
     samples = [(shapes[j], line.filter(wide.get_column(f"{j}:_hit"))[-1]) for j in used]  # the last row each shape took
     del wide
     env = [pl.col("line"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES]]
     if keep_text or any(shapes[j].kind not in BATCH_KINDS for j in used):
         env.append(pl.col("raw").alias("text"))
-    out = pl.concat([todo.select(env), typed], how="horizontal")
+    out = pl.concat([todo.select(env), typed_cols], how="horizontal")
     out = out.select("line", "kind", *[c for c in out.columns if c not in ("line", "kind")])
     if mask.all():
         left = todo.clear()
@@ -1024,6 +1048,7 @@ def read_terms(rows: pl.DataFrame, book: ShapeBook) -> tuple[pl.DataFrame, pl.Da
     frames: list[pl.DataFrame] = []
     samples: list[tuple[TermShape, int]] = []
     todo = with_envelope(rows)
+    shape: TermShape | None  # (the known shapes, then new ones: derive_term may give none)
     for shape in book.terms:
         if not todo.height:
             break
@@ -1062,7 +1087,7 @@ def _apply_term(todo: pl.DataFrame, shape: TermShape) -> tuple[pl.DataFrame | No
         hit = msg.str.contains(shape.regex)
         g = msg.str.extract_groups(shape.regex)
         ext = todo.with_columns(g.alias("_g"))
-        fields = [f.name for f in ext.schema["_g"].fields]
+        fields = [f.name for f in cast(pl.Struct, ext.schema["_g"]).fields]  # (extract_groups: a struct)
     casts = []
     for i, name, vclass, dt in shape.groups:
         v = pl.col("_g").struct.field(fields[i])
@@ -1155,7 +1180,7 @@ class ChunkResult:
     access: pl.DataFrame  # http_access rows
     events: pl.DataFrame  # rows of the other families (retraction ...), to become Event objects
     slow: pl.DataFrame  # (line, raw): for the record layer, in line order
-    samples: list[tuple[Shape | None, int]]  # rows to re-read with lark (None: an access row)
+    samples: list[tuple[Shape | TermShape | None, int]]  # rows to re-read with lark (None: an access row)
     counts: Counter = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
 
 
@@ -1196,7 +1221,8 @@ def teach(df: pl.DataFrame, book: ShapeBook) -> None:
 
 def read_chunk(df: pl.DataFrame, book: ShapeBook, keep_text: bool) -> ChunkResult:
     """frame(line, raw) -> the vectorised reading of one chunk."""
-    samples: list[tuple[Shape | None, int]] = []
+    samples: list[tuple[Shape | TermShape | None, int]] = []
+    smp: Sequence[tuple[Shape | TermShape | None, int]]
     batch_frames, access_frames, df, smp = read_lit(df, book, keep_text)
     samples += smp
     df = route(df)
@@ -1321,7 +1347,7 @@ def _concat_sorted(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 def rows_to_dicts(frame: pl.DataFrame, file: str) -> list[dict[str, Any]]:
     """Batch/access rows as event dicts (the same shape as Event.to_dict; null fields left out)."""
-    out = []
+    out: list[dict[str, Any]] = []
     if frame.height == 0:
         return out
     skip = set(schema.ENVELOPE_COLUMNS) | set(RANK_AXES) | {"end_line"}

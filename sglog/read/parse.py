@@ -853,7 +853,7 @@ def _read_checked(df: pl.DataFrame, book: fastpath.ShapeBook, keep_text: bool, f
     return fastpath.ChunkResult(pl.DataFrame(), pl.DataFrame(), pl.DataFrame(), df.select("line", "raw"), [])
 
 
-def _sample_ok(df: pl.DataFrame, res: fastpath.ChunkResult, shape: fastpath.Shape | None, line: int, file: str) -> bool:
+def _sample_ok(df: pl.DataFrame, res: fastpath.ChunkResult, shape: fastpath.Shape | fastpath.TermShape | None, line: int, file: str) -> bool:
     """Does lark (record folder + parser, no memo) read this row as the fast path did?"""
     first = df.get_column("line")[0]
     raws = df.get_column("raw")
