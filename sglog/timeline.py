@@ -138,7 +138,7 @@ def _decode_stats(run) -> dict[str, Any]:
         return {}
     s = steady_rows(run)
     # each column sorted once: polars reads the quantiles of a sorted series off it (a run has
-    # millions of rows, and each quantile of an unsorted one is a selection pass: 1M lines 144 -> 44 ms)
+    # millions of rows, and each quantile of an unsorted one is a selection pass)
     # (means in the rows' order: the same float sums as before)
     raw = s.get_column("gen_throughput").drop_nulls()
     t = raw.sort()
@@ -205,7 +205,7 @@ def windows(run, every: str = "10s") -> pl.DataFrame:
         return pl.DataFrame(schema={c: pl.Float64 for c in schema.WINDOW_COLUMNS})
     # the decode rows with their steady flag (known when the frame names its files), the other rows
     # with none, the columns read and nothing else, stacked: no sort or join of the whole frame
-    # (they copied it twice: a 1 GB log's timeline peaked at 3 GB, #28)
+    # (they copied it twice: a long log's timeline peaked at several times its frame, #28)
     d = decode_frame(run)
     others = run.prefill if run.count("decode_batch") + run.count("prefill_batch") == b.height else b.filter(pl.col("kind") != "decode_batch")
     parts = [_window_columns(b, d, d.height > 0 and "file" in d.columns), _window_columns(b, others, False)]

@@ -14,9 +14,9 @@ from enum import Enum
 from typing import Annotated, Any
 
 # polars' allocator (jemalloc), through its documented setting: hand freed pages back at once
-# instead of keeping them for 10 s (long logs allocate and free hundreds of MB per stage; at 1 GB
-# the pages kept for 1 s put `report` at 1.5 GB: benchmarks/NOTES.md).  Set before polars loads;
-# a user's own setting wins.
+# instead of keeping them (long logs allocate and free large frames stage after stage, and pages
+# kept for later add to every command's peak memory: benchmarks/NOTES.md).  Set before polars
+# loads; a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0")
 
 import typer  # noqa: E402

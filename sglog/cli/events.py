@@ -47,8 +47,8 @@ def events(
     from sglog.read.parse import parse_source
 
     # (a file's batch and access rows are read without their text, which is read again from the
-    # file as the rows are written: the texts of a 1 GB log's rows held 2 GB, #28; a pipe has one
-    # reading, whose copy may be cut short: its rows keep their text)
+    # file as the rows are written: the texts of all rows held at once took more memory than the
+    # log itself, #28; a pipe has one reading, whose copy may be cut short: its rows keep their text)
     parsed = []
     for name in logs:  # (each input opened as it is read: see inputs.MAX_OPEN_FILES)
         src = open_source(name)
@@ -84,7 +84,7 @@ def events(
 
     def frame_of(rows: list[dict]) -> pl.DataFrame:
         # (column by column, in the order the keys come: polars' frame of the row dicts held
-        # ~6 KB a row more on the way, 300 MB for a batch; the same columns, types and values)
+        # far more memory a row on the way; the same columns, types and values)
         n = len(rows)
         columns: dict[str, list] = {}
         for i, r in enumerate(rows):
@@ -107,7 +107,7 @@ def events(
     write_frames((frame_of(batch) for batch in iter(lambda: list(itertools.islice(rows, EXPORT_BATCH)), [])), fmt, output)
 
 
-EXPORT_BATCH = 50_000  # rows per frame of an export (a frame of 50k rows: ~100 MB of Python dicts on the way)
+EXPORT_BATCH = 50_000  # rows per frame of an export: it bounds the Python dicts held on the way
 
 
 def with_text(rows, src):
