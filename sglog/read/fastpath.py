@@ -45,14 +45,14 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
 
 import polars as pl
 
 from sglog import schema
-from sglog.events import KIND_CLASSES, RANK_AXES, Rank, guess, normalise_key, to_bool, to_float, to_int
+from sglog.events import KIND_CLASSES, RANK_AXES, Event, Rank, guess, normalise_key, to_bool, to_float, to_int
 from sglog.read import grammar, messages, records
 
 if TYPE_CHECKING:
@@ -618,7 +618,7 @@ def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list
     return LitPlan(regex, head, keys, 1 if commas else 0)
 
 
-def _value_class(conv, value: str) -> tuple[str, Any] | None:
+def _value_class(conv: Callable[[str], Any] | None, value: str) -> tuple[str, Any] | None:
     """The regex class and dtype of one value: only classes (that the exemplar's value is in)
     whose polars cast gives what ``conv`` gives."""
     if conv is to_int:
@@ -637,7 +637,7 @@ def _value_class(conv, value: str) -> tuple[str, Any] | None:
     return None
 
 
-def _py_cast(text: str, dtype) -> Any:
+def _py_cast(text: str, dtype: type[pl.DataType]) -> Any:
     if dtype == pl.Int64:
         return int(text)
     if dtype == pl.Float64:
@@ -991,7 +991,7 @@ def derive_term_shape(msg: str) -> TermShape | None:
     return _single_term_shape(msg, kind, fields, cls) or literal_term_shape(msg, kind, fields)
 
 
-def _single_term_shape(msg: str, kind: str, fields: dict[str, Any], cls) -> TermShape | None:
+def _single_term_shape(msg: str, kind: str, fields: dict[str, Any], cls: type[Event]) -> TermShape | None:
     if not getattr(cls, "TERMS", None):
         return None
     from lark import Token, Tree
@@ -1181,7 +1181,7 @@ class ChunkResult:
     events: pl.DataFrame  # rows of the other families (retraction ...), to become Event objects
     slow: pl.DataFrame  # (line, raw): for the record layer, in line order
     samples: list[tuple[Shape | TermShape | None, int]]  # rows to re-read with lark (None: an access row)
-    counts: Counter = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
+    counts: Counter[str] = field(default_factory=Counter)  # rows of each kind in batches and access (parse.frame_kinds)
 
 
 def _after_envelope(heads: list[str]) -> str:
@@ -1206,7 +1206,7 @@ def teach(df: pl.DataFrame, book: ShapeBook) -> None:
         return
     raw = df.get_column("raw")
     lines = raw.filter(raw.str.contains(_after_envelope([_NEEDLES[k] for k in kinds]))).head(TEACH_LINES).to_list()
-    known: dict[str, list[re.Pattern]] = {k: [grammar.re_compile(sh.regex) for sh in book.shapes.get(k, [])] for k in kinds}
+    known: dict[str, list[re.Pattern[str]]] = {k: [grammar.re_compile(sh.regex) for sh in book.shapes.get(k, [])] for k in kinds}
     tries = dict.fromkeys(kinds, 0)
     for line in lines:
         msg = line.partition("] ")[2]  # (the first '] ' ends the envelope, as in with_envelope)

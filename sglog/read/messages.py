@@ -24,13 +24,13 @@ from typing import Any, cast
 from lark import Token, Tree
 from lark.exceptions import LarkError
 
-from sglog.events import KIND_CLASSES, guess, to_gb
+from sglog.events import KIND_CLASSES, Event, guess, to_gb
 from sglog.read import grammar
 
 MAX_PARSE_CHARS = 1 << 20  # longer records are not given to lark (unparsed, with a reason)
 
 
-def _pairs(tree: Tree) -> list[tuple[str, str]]:
+def _pairs(tree: Tree[Any]) -> list[tuple[str, str]]:
     out = []
     for sub in tree.iter_subtrees_topdown():
         if sub.data in ("colon_kv", "eq_kv"):
@@ -41,11 +41,11 @@ def _pairs(tree: Tree) -> list[tuple[str, str]]:
     return out
 
 
-def _tokens(tree: Tree, name: str) -> list[str]:
+def _tokens(tree: Tree[Any], name: str) -> list[str]:
     return [str(t) for t in tree.scan_values(lambda v: isinstance(v, Token) and v.type == name)]
 
 
-def _cont_lines(tree: Tree) -> list[str]:
+def _cont_lines(tree: Tree[Any]) -> list[str]:
     return [t[1:] for t in _tokens(tree, "CONT")]
 
 
@@ -91,9 +91,10 @@ def _hashable(v: Any) -> Any:
 # -- fields from terminals with capture groups (the TERMS tables) -------------
 
 
-def term_fields(cls, tree: Tree) -> dict[str, Any]:
+def term_fields(cls: type[Event], tree: Tree[Any]) -> dict[str, Any]:
     """Fields from the capture groups of the tree's top-level tokens, named and typed by ``cls``."""
     out: dict[str, Any] = {}
+    name: str | None  # (a terminal's, then its groups' field names: None for a group not read)
     for tok in tree.children:
         if not isinstance(tok, Token):
             continue
@@ -145,7 +146,7 @@ _KV_HEAD = re.compile(r"^(?:Post-capture KV sizing: (?P<pc>draft )?KV cache allo
 # retokened trees may not fit a rule's regex): a regex below that does not match, or a first child
 # that is not the terminal the rule starts with, leaves the line unparsed.  The casts
 # (re.Match[str], Token) say what the grammar guarantees and keep that behaviour.
-def interpret(kind: str, tree: Tree, message: str) -> dict[str, Any]:
+def interpret(kind: str, tree: Tree[Any], message: str) -> dict[str, Any]:
     cls = KIND_CLASSES[kind]
     fields: dict[str, Any] = {}
     if kind == "server_args":

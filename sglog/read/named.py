@@ -30,7 +30,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from sglog.read.catalog import Catalogue
 
 
 @dataclass(frozen=True)
@@ -292,7 +295,7 @@ def typed(name: Name, values: Sequence[Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def _foreign():
+def _foreign() -> Catalogue:
     """The foreign templates as a catalogue (the same matcher as SGLang's messages)."""
     from sglog.read.catalog import Catalogue
 

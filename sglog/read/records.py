@@ -145,7 +145,7 @@ def _anon(pattern: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", pattern)
 
 
-def _init():
+def _init() -> None:
     global _GLUED, _START, _SGL_PREFIX, _PYWARN, _PREFACE_LINE, _EXCEPTION, _FRAGMENT, _NATIVE_INNER, _TB_FRAME, _EXCEPTION_ANY
     if _START is not None:
         return
@@ -243,7 +243,7 @@ class Folder:
     # 0 if it did not: a line of exactly this width goes on in the next line that starts no record
     wrap: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _init()
 
     # -- public
