@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
 from sglog import schema
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from polars._typing import PolarsDataType
 
 WARMUP_MIN_ROWS = 10
 
@@ -30,7 +35,7 @@ def steady_mask(decode: pl.DataFrame) -> pl.Series:
     second = tps.slice(n // 2).filter(running.slice(n // 2) > 0)
     if second.len() == 0:
         second = tps.slice(n // 2)
-    ref = second.median() or 0.0
+    ref = cast("float | None", second.median()) or 0.0  # (polars types an aggregate as any literal)
     start = 0
     if n >= 2 * WARMUP_MIN_ROWS and ref > 0:
         start = _warmup_end(tps, 0.9 * ref)
@@ -140,6 +145,7 @@ def _decode_stats(run) -> dict[str, Any]:
     # each column sorted once: polars reads the quantiles of a sorted series off it (a run has
     # millions of rows, and each quantile of an unsorted one is a selection pass)
     # (means in the rows' order: the same float sums as before)
+    raw: pl.Series | None  # (None: a column the decode lines lack, below)
     raw = s.get_column("gen_throughput").drop_nulls()
     t = raw.sort()
     out: dict[str, Any] = {
@@ -347,7 +353,7 @@ def _seconds(every: str) -> float:
 
 SERIES_WINDOWS = 24  # a run's span is cut into about this many windows
 SERIES_WIDTHS_S = (60, 120, 180, 300, 600)  # the widths a time window takes: span / SERIES_WINDOWS, rounded up
-_SERIES_EMPTY = {"window": pl.Int64, "n": pl.UInt32, "t_start": pl.Datetime("ms"), "t_end": pl.Datetime("ms"), "line_start": pl.Int64, "line_end": pl.Int64}
+_SERIES_EMPTY: dict[str, PolarsDataType] = {"window": pl.Int64, "n": pl.UInt32, "t_start": pl.Datetime("ms"), "t_end": pl.Datetime("ms"), "line_start": pl.Int64, "line_end": pl.Int64}
 
 
 @dataclass(frozen=True)
@@ -378,11 +384,11 @@ def series_width(frame: pl.DataFrame, axis: str, width: float | None = None, win
         if width:
             return float(width)
         ts = frame.get_column("ts").drop_nulls()
-        span = (ts.max() - ts.min()).total_seconds() if ts.len() else 0.0
+        span = (cast("datetime", ts.max()) - cast("datetime", ts.min())).total_seconds() if ts.len() else 0.0
         raw = span / max(windows, 1)
         return float(next((w for w in SERIES_WIDTHS_S if w >= raw), SERIES_WIDTHS_S[-1]))
     lines = frame.get_column("line")
-    span = int(lines.max() - lines.min() + 1) if lines.len() else 1
+    span = int(cast(int, lines.max()) - cast(int, lines.min()) + 1) if lines.len() else 1
     return float(max(1, -(-span // max(windows, 1))))
 
 
@@ -403,9 +409,9 @@ def series_windows(frame: pl.DataFrame, aggs: list[pl.Expr], width: float | None
         last = frame.get_column("ts").max()
         ts = pl.col("ts")
     else:
-        origin = grid.origin if grid is not None else int(frame.get_column("line").min())
+        origin = grid.origin if grid is not None else int(cast(int, frame.get_column("line").min()))
         at = (pl.col("line") - origin) // int(w)
-        last = int(frame.get_column("line").max())
+        last = int(cast(int, frame.get_column("line").max()))
         ts = pl.lit(None, dtype=pl.Datetime("ms"))
     out = grouped(
         frame,
@@ -565,7 +571,7 @@ def active_span(load: pl.Series, share: float) -> tuple[int, int] | None:
     med = load.median()
     if med is None:
         return None
-    busy = (load.fill_null(0) >= share * med).arg_true()
+    busy = (load.fill_null(0) >= share * cast(float, med)).arg_true()
     if busy.len() == 0:
         return None
     return int(busy[0]), int(busy[-1])
@@ -605,7 +611,7 @@ def retraction_series(run) -> pl.DataFrame:
 
 
 def _retraction_series(run) -> pl.DataFrame:
-    schema_ = {"line": pl.Int64, "file": pl.String, "ts": pl.Datetime("ms"), "ts_has_date": pl.Boolean, "retracted": pl.Int64, "source": pl.String}
+    schema_: dict[str, PolarsDataType] = {"line": pl.Int64, "file": pl.String, "ts": pl.Datetime("ms"), "ts_has_date": pl.Boolean, "retracted": pl.Int64, "source": pl.String}
     evs = [e for e in run.events_of("retraction") if not e.get("testing")]
     parts = []
     if evs:
