@@ -25,10 +25,10 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import polars as pl
 
@@ -59,7 +59,7 @@ class ParsedLog:
     # kind's in line order (fastpath.kind_major: a run's decode rows are a slice, not a copy)
     batches: pl.DataFrame = field(default_factory=pl.DataFrame)
     access: pl.DataFrame = field(default_factory=pl.DataFrame)  # http_access rows
-    kinds: Counter = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)
     lines_fast: int = 0  # lines read by the vectorised path (the rest went through the record layer)
 
     @property
@@ -117,7 +117,7 @@ class ParsedLog:
                 streams.append(self._sliced(part))
         yield from heapq.merge(*streams, key=lambda d: d["line"])
 
-    def _sliced(self, frame, step: int = 20000) -> Iterator[dict[str, Any]]:
+    def _sliced(self, frame: pl.DataFrame, step: int = 20000) -> Iterator[dict[str, Any]]:
         for off in range(0, frame.height, step):
             yield from fastpath.rows_to_dicts(frame.slice(off, step), self.path)
 
@@ -144,7 +144,7 @@ _MASKS = (
 TEMPLATES_SHOWN = 10
 
 
-def unparsed_templates(events, shown: int = TEMPLATES_SHOWN) -> list[dict[str, Any]]:
+def unparsed_templates(events: Iterable[Event], shown: int = TEMPLATES_SHOWN) -> list[dict[str, Any]]:
     """The unparsed lines grouped by shape (numbers, hex, quoted strings and paths masked), the
     most frequent first: what sglog does not know in a log, at a glance."""
     groups: dict[str, list[Any]] = {}
@@ -266,7 +266,7 @@ class RecordParser:
         except Exception:
             return messages.parse_message(message)
 
-    def _literal_places(self, message: str) -> tuple | None:
+    def _literal_places(self, message: str) -> tuple[Any, ...] | None:
         """Where the grammar's digit-bearing literals occur (and as what text): part of the shape."""
         low = message.lower()
         if len(low) != len(message):  # case folding moved the positions: no shape
@@ -594,7 +594,7 @@ def _read_record(rp: RecordParser, rec: Record) -> Event:
         return make("unparsed", fields={"message": text[:2000]}, file=rp.file, line=rec.line, end_line=rec.end_line, text=text)
 
 
-def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter:
+def frame_kinds(frame: pl.DataFrame, kinds: tuple[str, ...]) -> Counter[str]:
     """How many rows of each kind a batch or access frame has (``kinds``: the ones it should hold)."""
     if not frame.height:
         return Counter()
@@ -723,7 +723,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     stop = threading.Event()
     slots = threading.Semaphore(workers + AHEAD)  # chunks read but not yet handed to the caller
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sglog-read") as pool:
-        pending: queue.Queue = queue.Queue()
+        pending: queue.Queue[Any] = queue.Queue()
 
         def reader() -> None:
             try:
@@ -951,11 +951,11 @@ def _hot_frame(events: list[Event], keep_text: bool) -> pl.DataFrame:
     return frame
 
 
-def parse_file(name: str, **kw) -> ParsedLog:
+def parse_file(name: str, **kw: Any) -> ParsedLog:
     return parse_source(open_source(name), **kw)
 
 
-def parse_files(names: list[str], *, jobs: int | None = None, **kw) -> list[ParsedLog]:
+def parse_files(names: list[str], *, jobs: int | None = None, **kw: Any) -> list[ParsedLog]:
     """Several files, in order; with more than one file and core, one process per file at a time.
 
     (The commands do not use this: on 2 cores one file's threads already use both, and two
@@ -980,13 +980,17 @@ def parse_files(names: list[str], *, jobs: int | None = None, **kw) -> list[Pars
         return [f.result() for f in futures]
 
 
-def _no_gc(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _no_gc(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run without the cyclic garbage collector: a parse makes ~100k acyclic objects that it
     keeps, and generation scans of them cost ~5% of the run."""
     import gc
 
     @functools.wraps(fn)
-    def wrapper(*args, **kw):
+    def wrapper(*args: _P.args, **kw: _P.kwargs) -> _R:
         was = gc.isenabled()
         gc.disable()
         try:
