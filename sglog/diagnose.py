@@ -85,8 +85,8 @@ def fill_evidence_text(findings: list[Finding]) -> list[Finding]:
         return findings
     out = []
     for f in findings:
-        if any(e.text is None and (e.file, e.line) in texts for e in f.evidence):
-            ev = tuple(replace(e, text=texts[(e.file, e.line)]) if e.text is None and (e.file, e.line) in texts else e for e in f.evidence)
+        if any(e.text is None and e.line is not None and (e.file, e.line) in texts for e in f.evidence):
+            ev = tuple(replace(e, text=texts[(e.file, e.line)]) if e.text is None and e.line is not None and (e.file, e.line) in texts else e for e in f.evidence)
             f = replace(f, evidence=ev)
         out.append(f)
     return out

@@ -215,7 +215,7 @@ def write_frames(frames, fmt: TableFormat, out: Path | None) -> None:
 
         raise output.OutputError(f"{quote(str(out))}: cannot write ({output._reason(e)})") from None
     with holder as parts:
-        files = []
+        files: list[Path] = []
         for i, frame in enumerate(frames):
             if frame.height or not files:
                 frame = frame.with_columns(pl.col(pl.Float32, pl.Float64).round(6))
@@ -239,6 +239,6 @@ def write_frames(frames, fmt: TableFormat, out: Path | None) -> None:
         piped = Path(parts) / "out"
         sink(piped)
         sys.stdout.flush()
-        with open(piped, "rb") as f:
-            shutil.copyfileobj(f, sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout, 1 << 20)
+        with open(piped, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer if hasattr(sys.stdout, "buffer") else sys.stdout, 1 << 20)
         sys.stdout.flush()

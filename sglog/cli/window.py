@@ -100,7 +100,7 @@ class Window:
 
     def of_rank(self, label: str | None) -> bool:
         """Whether a rank label (``TP3``, ``DP1 TP3``) has one of the --rank tags."""
-        return not self.ranks or bool(label) and not self.ranks.isdisjoint(label.split())
+        return not self.ranks or label is not None and bool(label) and not self.ranks.isdisjoint(label.split())
 
     def keeps(self, ts: datetime | str | None, rank: str | None) -> bool:
         """
@@ -118,10 +118,11 @@ class Window:
         last: dict[str, Any] = {}
         for d in rows:
             ts = d.get("ts")
+            file = str(d.get("file"))
             if ts:
-                last[d.get("file")] = ts
+                last[file] = ts
             else:
-                ts = last.get(d.get("file"))
+                ts = last.get(file)
             if self.keeps(ts, rank_label(d.get("rank"))):
                 yield d
 
@@ -172,8 +173,8 @@ class Window:
             lines = located.get(f.run)
             if lines is None:
                 continue
-            at = [lines.at(ev.file, ev.line) for ev in f.evidence if ev.line is not None]
-            at = [a for a in at if a is not None]
+            found = [lines.at(ev.file, ev.line) for ev in f.evidence if ev.line is not None]
+            at = [a for a in found if a is not None]
             if any(self.keeps(ts, rank) for ts, rank in at) if at else True:
                 kept.append(f)
         return shown, kept

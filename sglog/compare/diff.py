@@ -733,7 +733,7 @@ def steps_section(a: Run, b: Run, sa: dict[str, Any], sb: dict[str, Any]) -> dic
     s_a, s_b = a.args.get("speculative_num_steps"), b.args.get("speculative_num_steps")
     la, lb = sa.get("accept_len_p50"), sb.get("accept_len_p50")
     ta, tb = _per_request_median(a), _per_request_median(b)
-    if not all(isinstance(x, int) for x in (s_a, s_b)) or s_a == s_b or not (la and lb and ta and tb):
+    if not (isinstance(s_a, int) and isinstance(s_b, int)) or s_a == s_b or not (la and lb and ta and tb):
         return None
     ca, cb = la / ta * 1000, lb / tb * 1000
     per_step = (cb - ca) / (s_b - s_a)
@@ -777,7 +777,8 @@ def _prompt_len(run: Run) -> float | None:
     if p.height == 0 or "new_token" not in p.columns:
         return None
     t = p.get_column("new_token").drop_nulls()
-    return t.median() if t.len() else None
+    m = t.median() if t.len() else None
+    return float(m) if isinstance(m, (int, float)) else None
 
 
 def _short_model(run: Run) -> str:
@@ -971,7 +972,7 @@ def make_verdict(
         accept = f"; accept length {la:.2f} -> {lb:.2f}"
     if steps and steps["ms_per_step"] > 0:
         accept += f" (each extra draft step costs {steps['ms_per_step']:.1f} ms per cycle for {steps['accept_len_per_step']:+.2f} accepted tokens)"
-    if significant:
+    if significant and pct is not None:  # (a significant change has both medians, so a percentage)
         text = f"B decodes {abs(pct):.1f}% {'faster' if pct > 0 else 'slower'} {nums}; {config}{accept}."
         kind = "faster" if pct > 0 else "slower"
     else:
