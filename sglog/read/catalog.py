@@ -654,7 +654,7 @@ def _read(p: Path) -> Catalogue:
 
 
 _CORRUPT = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError)
-_HEAD_BYTES = 1 << 14  # the compressed bytes whose text holds a shipped file's head (its releases: ~3 kB)
+_HEAD_BYTES = 1 << 14  # the compressed bytes whose text holds a shipped file's head (its releases: a few kB)
 
 
 def _head(raw: bytes) -> dict[str, Any] | None:

@@ -194,7 +194,7 @@ def _csv_safe(chunk: bytes) -> bool:
     the lines it got add up to the chunk's bytes."""
     if chunk.startswith(b"\xef\xbb\xbf"):
         return False
-    # CR by CR (memchr) rather than a search for CRLF (a two-byte search: 10x slower on 32 MB);
+    # CR by CR (memchr) rather than a search for CRLF (a two-byte search is much slower);
     # a CRLF file stops at its first CR
     find = chunk.find
     i = find(b"\r")
@@ -359,7 +359,7 @@ def with_envelope(df: pl.DataFrame) -> pl.DataFrame:
     """
     # the first '] ' ends the envelope (ENV_TS/ENV_RANKS have no ']'); each split or extraction is
     # materialised once (an expression is computed for each column that uses it), in few queries
-    # (each costs ~0.2 ms whatever its size)
+    # (each query has a fixed cost whatever its size)
     df = df.with_columns(pl.col("raw").str.splitn("] ", 2).alias("_split"))
     parts = pl.col("_split")
     df = df.select(pl.exclude("_split"), parts.struct.field("field_0").str.slice(1).alias("_env"), parts.struct.field("field_1").alias("msg"))
@@ -393,7 +393,7 @@ def _with_ranks(df: pl.DataFrame) -> pl.DataFrame:
     column, ``replace_strict``, cost twice as much)."""
     tags = sorted(t for t in df.get_column("_ranks").unique().to_list() if t is not None)
     labels, axes = _rank_table(tuple(t for t in tags if t))
-    # (two queries: each costs ~0.2 ms whatever its size, and a chunk has five such frames; the
+    # (two queries: each has a fixed cost whatever its size, and a chunk has five such frames; the
     # index is materialised once, as an expression is computed for each column that uses it)
     df = df.with_columns(pl.col("_ranks").cast(pl.Enum(tags)).to_physical().alias("_ranks"))
     code = pl.col("_ranks")
@@ -751,7 +751,7 @@ def _access_lit_frame(rows: pl.DataFrame, keep_text: bool) -> pl.DataFrame:
     first two quotes (``[env] LEVEL:   client - `` / ``METHOD path HTTP/v`` / `` status phrase``)."""
     raw = pl.col("raw")
     # (each split materialised once: an expression used by several columns is computed for each
-    # of them; the request has exactly two spaces, as the shape's regex says: 41 -> 27 ms a chunk)
+    # of them; the request has exactly two spaces, as the shape's regex says)
     rows = rows.with_columns(raw.str.splitn('"', 3).alias("_parts"), raw.str.find("] ", literal=True).alias("_pos"))
     part = pl.col("_parts").struct.field
     rows = rows.with_columns(part("field_1").str.split_exact(" ", 2).alias("_req"))

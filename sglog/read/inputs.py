@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 FIRST_CHUNK_BYTES = 1 << 20  # the small first chunk, read by the caller, which teaches the shape book (parse._read_ahead)
-CHUNK_BYTES = 32 << 20  # per chunk in flight: ~200 MB of polars intermediates; fewer chunks, less fixed cost (1M lines: -10%, 5M peak RSS 1.42 -> 1.35 GB)
+CHUNK_BYTES = 32 << 20  # per chunk in flight: polars' intermediates grow with it; fewer chunks, less fixed cost (benchmarks/NOTES.md)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BINARY_SIGNATURES = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\x7fELF", b"GIF8", b"\xff\xd8\xff")
@@ -101,7 +101,7 @@ class _FileReader(io.RawIOBase):
         super().close()
 
 
-KEEP_BYTES = 256 << 20  # what a pipe's reading keeps for later stages (evidence text, a second read): its bytes compressed, so ~2-3 GB of log
+KEEP_BYTES = 256 << 20  # what a pipe's reading keeps for later stages (evidence text, a second read): its bytes compressed, so several times as much log
 
 
 class _Stream:

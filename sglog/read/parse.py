@@ -681,7 +681,7 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     unwrap = _VectorUnwrap()  # the file's outer envelopes, decided from the first chunk, stripped in polars
 
     def work(head: bytes, block: list[bytes], end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
-        # (the block comes in a list, emptied here: its ~30 MB are let go once its lines are split,
+        # (the block comes in a list, emptied here: its bytes are let go once its lines are split,
         # not when the reading of the chunk ends -- the pool's work item keeps its arguments)
         try:
             try:
