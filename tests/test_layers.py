@@ -144,3 +144,22 @@ def lazy():
 def test_a_lazy_backward_import_is_found():
     # sglog/__init__.py imports its stages inside functions only; the reader still sees them
     assert "sglog.runs.build" in imports(PACKAGE / "__init__.py")
+
+
+def test_a_rule_is_found_in_its_own_file():
+    """RULES is every area package's rule module (named after the rule), in code order: a new rule
+    is its file and its cases, and no other list names it."""
+    import ast
+    import re
+
+    from sglog.rules import RULES
+
+    files = sorted((ROOT / "sglog" / "rules").glob("*/*.py"))
+    defined = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets) and isinstance(node.value, ast.Constant):
+                if re.fullmatch(r"SGL\d{3}", str(node.value.value)):
+                    defined[node.value.value] = path.stem
+    assert [r.code for r in RULES] == sorted(defined) and len(RULES) == len(defined) >= 41
+    assert all(r.name.replace("-", "_") == defined[r.code] for r in RULES)

@@ -1,4 +1,5 @@
-"""The rules: one explicit registry, in the order they run and are listed.
+"""The rules: each in its own module under an area package, found there, in code order (the
+order they run and are listed).
 
 Codes are permanent and never reused; the hundreds group the rules:
 SGL1xx memory, SGL2xx scheduling, SGL3xx speculative decoding, SGL4xx platform,
@@ -8,95 +9,32 @@ SGL5xx lifecycle, SGL6xx over time.  `--select` / `--ignore` take a code (`SGL10
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable
 
 from sglog.rules.base import DOC_SECTIONS, Option, Rule
-from sglog.rules.capacity.hybrid_pool_full import HybridPoolFull
-from sglog.rules.capacity.kv_pool_smaller_than_request import KvPoolSmallerThanRequest
-from sglog.rules.disaggregation.kv_transfer_failed import KvTransferFailed
-from sglog.rules.disaggregation.pd_bootstrap_failed import PdBootstrapFailed
-from sglog.rules.lifecycle.crash import Crash
-from sglog.rules.lifecycle.server_never_ready import ServerNeverReady
-from sglog.rules.lifecycle.slow_cuda_graph_capture import SlowCudaGraphCapture
-from sglog.rules.lifecycle.slow_weight_loading import SlowWeightLoading
-from sglog.rules.lifecycle.watchdog_timeout import WatchdogTimeout
-from sglog.rules.memory.cuda_graph_bs_oversized import CudaGraphBsOversized
-from sglog.rules.memory.cuda_graph_capture_failed import CudaGraphCaptureFailed
-from sglog.rules.memory.cuda_graph_capture_oom import CudaGraphCaptureOom
-from sglog.rules.memory.draft_model_exceeds_static_pool import DraftModelExceedsStaticPool
-from sglog.rules.memory.kv_headroom_too_small import KvHeadroomTooSmall
-from sglog.rules.memory.kv_headroom_wasted import KvHeadroomWasted
-from sglog.rules.memory.kv_pool_starved_by_weights import KvPoolStarvedByWeights
-from sglog.rules.memory.runtime_oom import RuntimeOom
-from sglog.rules.memory.startup_oom import StartupOom
-from sglog.rules.memory.tp_memory_imbalance import TpMemoryImbalance
-from sglog.rules.memory.weights_exceed_gpu_memory import WeightsExceedGpuMemory
-from sglog.rules.numerics.nan_logits import NanLogits
-from sglog.rules.platform.illegal_memory_access import IllegalMemoryAccess
-from sglog.rules.platform.missing_dependency import MissingDependency
-from sglog.rules.platform.nccl_timeout import NcclTimeout
-from sglog.rules.platform.unsupported_gpu_arch import UnsupportedGpuArch
-from sglog.rules.requests.request_too_long import RequestTooLong
-from sglog.rules.scheduling.cuda_graphs_never_captured import CudaGraphsNeverCaptured
-from sglog.rules.scheduling.decode_batch_exceeds_cuda_graph import DecodeBatchExceedsCudaGraph
-from sglog.rules.scheduling.kv_capacity_bound import KvCapacityBound
-from sglog.rules.scheduling.kv_retraction import KvRetraction
-from sglog.rules.scheduling.scheduler_too_conservative import SchedulerTooConservative
-from sglog.rules.serving import AcceptanceDrop, CacheHitCollapse, QueueGrowth, RetractionSpike, ThroughputDrop, TtftRegression
-from sglog.rules.speculative.draft_model_full_tp import DraftModelFullTp
-from sglog.rules.speculative.draft_tree_too_large import DraftTreeTooLarge
-from sglog.rules.speculative.low_spec_acceptance import LowSpecAcceptance
-from sglog.rules.speculative.speculation_unprofitable import SpeculationUnprofitable
 
-RULES: tuple[Rule, ...] = (
-    # memory
-    DraftModelExceedsStaticPool(),
-    KvPoolStarvedByWeights(),
-    CudaGraphCaptureOom(),
-    CudaGraphCaptureFailed(),
-    CudaGraphBsOversized(),
-    KvHeadroomWasted(),
-    KvHeadroomTooSmall(),
-    RuntimeOom(),
-    TpMemoryImbalance(),
-    WeightsExceedGpuMemory(),
-    StartupOom(),
-    KvPoolSmallerThanRequest(),
-    HybridPoolFull(),
-    # scheduling
-    KvRetraction(),
-    SchedulerTooConservative(),
-    KvCapacityBound(),
-    DecodeBatchExceedsCudaGraph(),
-    CudaGraphsNeverCaptured(),
-    RequestTooLong(),
-    # speculative decoding
-    LowSpecAcceptance(),
-    DraftTreeTooLarge(),
-    DraftModelFullTp(),
-    SpeculationUnprofitable(),
-    # platform
-    UnsupportedGpuArch(),
-    MissingDependency(),
-    NcclTimeout(),
-    IllegalMemoryAccess(),
-    KvTransferFailed(),
-    NanLogits(),
-    PdBootstrapFailed(),
-    # lifecycle
-    Crash(),
-    ServerNeverReady(),
-    SlowWeightLoading(),
-    WatchdogTimeout(),
-    SlowCudaGraphCapture(),
-    # over time (the run's timeline in windows)
-    AcceptanceDrop(),
-    ThroughputDrop(),
-    CacheHitCollapse(),
-    RetractionSpike(),
-    QueueGrowth(),
-    TtftRegression(),
-)
+
+def _discover() -> tuple[Rule, ...]:
+    """Every rule of the area packages (``sglog/rules/<area>/<rule_name>.py``: a module named
+    after the rule it defines, ``kv-transfer-failed`` in ``kv_transfer_failed.py``; an area's
+    other modules are its helpers), in code order.  A new rule is its file and its cases: nothing
+    else lists it."""
+    found: dict[str, Rule] = {}
+    for area in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg):
+        package = importlib.import_module(f"{__name__}.{area}")
+        for mod in sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg):
+            module = importlib.import_module(f"{package.__name__}.{mod}")
+            for obj in vars(module).values():
+                if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and getattr(obj, "code", None) and obj.name.replace("-", "_") == mod:
+                    if obj.code in found:
+                        raise RuntimeError(f"rule code {obj.code} is used twice ({found[obj.code].name}, {obj.name})")
+                    found[obj.code] = obj()
+    return tuple(found[code] for code in sorted(found))
+
+
+RULES: tuple[Rule, ...] = _discover()
 
 GROUPS = {"SGL1": "memory", "SGL2": "scheduling", "SGL3": "speculative decoding", "SGL4": "platform", "SGL5": "lifecycle", "SGL6": "over time"}
 
