@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from sglog import schema
 from sglog.findings import SEVERITY_RANK, Evidence, Finding
 from sglog.fixes import decide, reconcile, why_holds
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.SCHEMA_VERSION
 
 
 class DiagnoseError(KeyError):
@@ -100,7 +101,7 @@ def _file_stats(path: str, lines: int, blank: int, unparsed: int, events, frame_
     from sglog.read.evidence import event_evidence, other_server
 
     nonblank = max(lines - blank, 0)
-    coverage = 1.0 if nonblank == 0 else round(1.0 - unparsed / nonblank, 4)
+    coverage = schema.coverage(unparsed, nonblank)
     kinds: Counter = Counter()
     n = frame_evidence
     for e in events:
@@ -179,7 +180,7 @@ def looks_like_sglang(parsed_logs_or_runs) -> tuple[bool, dict[str, Any]]:
     doc = {
         "lines": lines,
         "unparsed": unparsed,
-        "coverage": 1.0 if nonblank <= 0 else round(1.0 - unparsed / nonblank, 4),
+        "coverage": schema.coverage(unparsed, nonblank),
         "sglang_lines": sum(f["sglang_lines"] for f in files),
         "sglang_specific": any(f["verdict"] == "sglang" for f in files),
         "files": files,

@@ -1440,7 +1440,6 @@ NAMED_KINDS = tuple(k for k, c in KIND_CLASSES.items() if c.SOURCE == "catalogue
 
 BLOCK_KINDS = ("traceback", "scheduler_exception", "oom", "fatal_error", "cpp_exception", "logging_error")
 SPECIAL_KINDS = ("blank", "unparsed", "sglang_message") + NAMED_KINDS
-HOT_KINDS = ("decode_batch", "prefill_batch", "http_access")
 
 
 def make(kind: str, **kw: Any) -> Event:

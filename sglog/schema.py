@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 # envelope columns shared by every event frame
+SCHEMA_VERSION = 1  # of the JSON documents sglog writes (diagnose, diff): a key's meaning changes only with it
+
 ENVELOPE_COLUMNS = ("line", "kind", "ts", "ts_has_date", "rank", "text", "file", "run")
 
 # batch frame (prefill + decode lines): the typed fields of events.PrefillBatch/DecodeBatch
@@ -135,3 +137,13 @@ STARTUP_EVENT_KINDS = (
     "cuda_graph_capture_end",
     "memory_summary",
 )
+
+
+def coverage(unparsed: int, nonblank: int) -> float:
+    """The share of non-blank lines something names: ``1 - unparsed / nonblank`` (1.0 for none)."""
+    return 1.0 if nonblank <= 0 else round(1.0 - unparsed / nonblank, 4)
+
+
+def gb(x: float | None, missing: str = "?") -> str:
+    """Memory as sglog writes it: GB with two decimals (GiB, as SGLang prints), ``missing`` for none."""
+    return missing if x is None else f"{x:.2f} GB"

@@ -10,6 +10,7 @@ import typer
 
 from sglog import jsonout
 from sglog.cli import app
+from sglog.schema import SCHEMA_VERSION
 
 
 class RulesFormat(str, Enum):
@@ -39,7 +40,7 @@ def rules(
         raise UsageError(e.args[0]) from None
     if fmt == RulesFormat.json:
         doc = {
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "rules": [
                 {
                     "code": r.code,

@@ -11,6 +11,7 @@ from sglog import jsonout
 from sglog.cli import app
 from sglog.cli._common import TableFormat, output_width, stdout_console, write_frame, write_table, write_text
 from sglog.cli.window import RANK_HELP, SINCE_HELP, UNTIL_HELP, Window
+from sglog.schema import SCHEMA_VERSION
 
 
 @app.command(
@@ -36,7 +37,7 @@ def runs(
 
     found = load_runs(log_paths(logs))
     if fmt == TableFormat.json:
-        doc = {"schema_version": 1, "runs": [run_summary(r) | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
+        doc = {"schema_version": SCHEMA_VERSION, "runs": [run_summary(r) | {"startup": r.startup.to_dict() if r.startup else None, "memory": r.memory.to_dict()} for r in found]}
         write_text(jsonout.dumps(doc, indent=2, default=str, ensure_ascii=False), output)
         return
     if fmt != TableFormat.table:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from sglog import schema
 from sglog.errors import InputError, UsageError
 from sglog.read import args as sargs
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from sglog.findings import Finding
     from sglog.runs.build import Run
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.SCHEMA_VERSION
 
 # significance
 ALPHA = 0.01

@@ -39,6 +39,7 @@ from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.records import Folder, Record, is_start
 from sglog.schema import DESCRIBED_KINDS
+from sglog.schema import coverage as schema_coverage
 
 DETECT_LINES = 20000  # a file's outer envelopes are decided within its first lines (sglog/read/envelope.py)
 _MEMO_MAX = 20000
@@ -72,8 +73,7 @@ class ParsedLog:
 
     @property
     def coverage(self) -> float:
-        nonblank = self.lines - self.blank
-        return 1.0 if nonblank <= 0 else round(1.0 - self.unparsed / nonblank, 4)
+        return schema_coverage(self.unparsed, self.lines - self.blank)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglog.report.escape import code, code_block, inline
 from sglog.report.model import Report, Subject
+from sglog.schema import gb
 
 if TYPE_CHECKING:
     from sglog.events import Event
@@ -61,7 +62,7 @@ def _rate(x: float | None) -> str:
 
 
 def _gb(x: float | None) -> str:
-    return _num(x, ".2f", " GB")
+    return gb(x, missing="–")
 
 
 def _secs(x: float | None) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sglog.events import Event
 from sglog.read.parse import RecordParser
 from sglog.read.records import Folder, Record
+from sglog.schema import gb
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -246,7 +247,7 @@ def _elapsed(e: Event) -> str:
 
 
 def _gb(v: object) -> str:
-    return f"{v:.2f} GB" if isinstance(v, (int, float)) else "?"
+    return gb(float(v) if isinstance(v, (int, float)) else None)
 
 
 def _secs(s: float) -> str:

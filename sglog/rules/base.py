@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from sglog import schema
 from sglog.findings import SEVERITIES, SEVERITY_RANK, Evidence, Finding, Fix
 
 DOC_SECTIONS = ("What it finds", "Why it matters", "Evidence", "Suggested fix", "Fix safety", "Example")
@@ -428,5 +429,4 @@ def fmt_frac(x: float) -> str:
     return f"{x:.2f}"
 
 
-def gb(x: float | None) -> str:
-    return "?" if x is None else f"{x:.2f} GB"
+gb = schema.gb  # (the one way memory is written: sglog/schema.py)
