@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import Any, cast
 
 from lark import Token, Tree
@@ -142,200 +143,349 @@ _NVSHMEM_STATUS = re.compile(r"non-zero status: (-?\d+)")
 _KV_HEAD = re.compile(r"^(?:Post-capture KV sizing: (?P<pc>draft )?KV cache allocated|(?P<label>.*?) (?:is allocated|VA upper bound))\. ")
 
 
-# interpret's callers catch AttributeError (parse._parse, and the digit-shape memo's templates, whose
-# retokened trees may not fit a rule's regex): a regex below that does not match, or a first child
-# that is not the terminal the rule starts with, leaves the line unparsed.  The casts
-# (re.Match[str], Token) say what the grammar guarantees and keep that behaviour.
-def interpret(kind: str, tree: Tree[Any], message: str) -> dict[str, Any]:
-    cls = KIND_CLASSES[kind]
+# The readers of the kinds whose fields need more than the generic reading (``_READERS``; one a
+# kind, or a variant's first: None when the line is not that variant).  interpret's callers catch
+# AttributeError (parse._parse, and the digit-shape memo's templates, whose retokened trees may not
+# fit a rule's regex): a regex below that does not match, or a first child that is not the
+# terminal the rule starts with, leaves the line unparsed.  The casts (re.Match[str], Token) say
+# what the grammar guarantees and keep that behaviour.
+def _read_server_args(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """server_args."""
     fields: dict[str, Any] = {}
-    if kind == "server_args":
-        first = tree.children[0]
-        if isinstance(first, Token) and first.type == "ARGS_TAIL":
-            # an excerpt that starts inside the dump: `name=value, ..., last=value)`
-            args = {str(first)[:-1]: pyvalue(tree.children[1])}
-            args.update(_pyargs(tree.children[2:]))
-            fields.update(args=args, style="dataclass", truncated=True)
-            return fields
-        value = tree.children[1]
-        args = pyvalue(value)
-        fields["args"] = args if isinstance(args, dict) else {"value": args}
-        fields["style"] = "dict" if isinstance(value, Tree) and value.data == "pydict" else "dataclass"
-        fields["truncated"] = False
-        if isinstance(first, Token) and first.type == "GLOBAL_ARGS_HEAD":
-            fields["updated"] = True  # `Global server args updated!` after /set_internal_state
+    first = tree.children[0]
+    if isinstance(first, Token) and first.type == "ARGS_TAIL":
+        # an excerpt that starts inside the dump: `name=value, ..., last=value)`
+        args = {str(first)[:-1]: pyvalue(tree.children[1])}
+        args.update(_pyargs(tree.children[2:]))
+        fields.update(args=args, style="dataclass", truncated=True)
         return fields
-    if kind in ("cuda_graph_capture_begin", "cuda_graph_capture_end"):
-        m = _CAPTURE_SUBJECT.match(message)
-        if m:
-            role = m.group("role") or ("draft" if m.group("draft") else "target")
-            stage = m.group("stage") or ("extend" if m.group("dext") else ("piecewise" if m.group("piece") else "decode"))
-            fields.update(role=role, stage=stage, device=m.group("device").lower())
-        sm = _STEP.search(message)
-        if sm:
-            fields["step"] = int(sm.group(1))
-        fields.update(cls.typed(_pairs(tree)))
-        return fields
-    if kind == "cuda_graph_bs":
-        values = pyvalue(tree.children[1])
-        key = "num_tokens" if "num tokens" in message else "bs"
-        fields[key] = values
-        return fields
-    if kind in ("weight_load_begin", "memory_pool_end"):
-        fields["avail_mem"] = to_gb(_tokens(tree, "GB_VALUE")[0])
-        return fields
-    if kind == "weight_load_committed":
-        nums = [float(x) for x in _tokens(tree, "NUMBER")]
-        fields.update(elapsed=nums[0], overlap_window=nums[1], overlap_total=nums[2])
-        return fields
-    if kind == "memory_summary":
-        first = _tokens(tree, "EQ_VALUE")[0]
-        pairs = [("max_total_num_tokens", first)] + _pairs(tree)
-        fields.update(cls.typed(pairs))
-        return fields
-    if kind in ("prefill_batch", "decode_batch"):
-        head = _tokens(tree, "PREFILL_HEAD" if kind == "prefill_batch" else "DECODE_HEAD")[0]
-        fields.update(head_fields(kind, head))
-        fields.update(cls.typed(_pairs(tree)))
-        fields.update(graph_backend_field(message))
-        return fields
-    if kind == "kv_cache_allocated":
-        fields.update(term_fields(cls, tree))
-        if fields:
-            return fields
-        m = cast("re.Match[str]", _KV_HEAD.match(message))
-        post = message.startswith("Post-capture")
-        fields["cache"] = ("draft KV cache" if m.group("pc") else "KV cache") if post else m.group("label")
-        fields["post_capture"] = post
-        fields["va_upper_bound"] = m.group(0).endswith(" VA upper bound. ")
-        fields.update(cls.typed(_pairs(tree)))
-        return fields
-    if kind == "http_access":
-        m = cast("re.Match[str]", re.match(grammar.flat_rule_regex("http_access"), message))
-        client = re.sub(r' ?- "$', "", m.group("client_sep"))
-        fields.update(
-            client=client,
-            method=m.group("http_method"),
-            path=m.group("http_path"),
-            http_version=m.group("http_version"),
-            status=int(m.group("http_status")),
-            phrase=(m.group("http_phrase") or "").strip(),
-        )
-        return fields
-    if kind == "progress":
-        # (a bar redrawn with \r is one line: its latest update is its state)
-        m = next((m for seg in reversed(message.split("\r")) if (m := _PROGRESS.match(seg.strip()))), None)
-        if m:
-            fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=_count(m.group("n")), total=_count(m.group("total")))
-            if m.group("unit"):
-                fields["unit"] = m.group("unit")
-            cm = _PROGRESS_CAPTURE.search(m.group("desc"))
-            if cm:
-                if cm.group("key"):
-                    fields[cm.group("key")] = int(cm.group("value"))
-                fields["avail_mem"] = to_gb(cm.group("mem"))
-        else:
-            m = _PROGRESS_NO_TOTAL.match(message.strip())
-            if m:  # tqdm without a total: `Processed prompts: 5it [00:01,  3.12it/s]`
-                fields.update(desc=(m.group("desc") or "").strip(), n=_count(m.group("n")), total=None)
-        return fields
-    if kind == "native_backtrace":
-        from sglog.read import blocks
+    value = tree.children[1]
+    args = pyvalue(value)
+    fields["args"] = args if isinstance(args, dict) else {"value": args}
+    fields["style"] = "dict" if isinstance(value, Tree) and value.data == "pydict" else "dataclass"
+    fields["truncated"] = False
+    if isinstance(first, Token) and first.type == "GLOBAL_ARGS_HEAD":
+        fields["updated"] = True  # `Global server args updated!` after /set_internal_state
+    return fields
 
-        return blocks.read_native(message.split("\n"))
-    if kind in ("nccl_log", "torch_log", "glog", "vllm_log", "uvicorn_log", "ucx_log"):
-        lead = cast(Token, tree.children[0])  # (each of these rules starts with a terminal)
-        text = str(tree.children[1]).strip() if len(tree.children) > 1 else ""
-        if lead.type == "GLOG_PREINIT":
-            fields.update(level="WARNING", message=str(lead).split(": ", 1)[1])
-            return fields
-        if lead.type == "NVSHMEM_SOURCE":
-            fields.update(level="ERROR", message=text, source=str(lead).rstrip(":").rsplit("/", 1)[-1])
-            sm = _NVSHMEM_STATUS.search(text)
-            if sm:
-                fields["status"] = int(sm.group(1))
-            return fields
-        fields["level"] = _level(kind, str(lead))
-        fields["message"] = text
-        if kind == "ucx_log":
-            fields["source"] = str(lead).split("]")[-1].split()[0]
-        elif kind == "glog":
-            fields["source"] = str(lead).rstrip("]").split()[-1]  # (the writing file:line, as ucx_log's)
+
+def _read_cuda_graph_capture(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """cuda_graph_capture_begin, cuda_graph_capture_end."""
+    fields: dict[str, Any] = {}
+    m = _CAPTURE_SUBJECT.match(message)
+    if m:
+        role = m.group("role") or ("draft" if m.group("draft") else "target")
+        stage = m.group("stage") or ("extend" if m.group("dext") else ("piecewise" if m.group("piece") else "decode"))
+        fields.update(role=role, stage=stage, device=m.group("device").lower())
+    sm = _STEP.search(message)
+    if sm:
+        fields["step"] = int(sm.group(1))
+    fields.update(cls.typed(_pairs(tree)))
+    return fields
+
+
+def _read_cuda_graph_bs(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """cuda_graph_bs."""
+    fields: dict[str, Any] = {}
+    values = pyvalue(tree.children[1])
+    key = "num_tokens" if "num tokens" in message else "bs"
+    fields[key] = values
+    return fields
+
+
+def _read_avail_mem(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """weight_load_begin, memory_pool_end."""
+    fields: dict[str, Any] = {}
+    fields["avail_mem"] = to_gb(_tokens(tree, "GB_VALUE")[0])
+    return fields
+
+
+def _read_weight_load_committed(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """weight_load_committed."""
+    fields: dict[str, Any] = {}
+    nums = [float(x) for x in _tokens(tree, "NUMBER")]
+    fields.update(elapsed=nums[0], overlap_window=nums[1], overlap_total=nums[2])
+    return fields
+
+
+def _read_memory_summary(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """memory_summary."""
+    fields: dict[str, Any] = {}
+    first = _tokens(tree, "EQ_VALUE")[0]
+    pairs = [("max_total_num_tokens", first)] + _pairs(tree)
+    fields.update(cls.typed(pairs))
+    return fields
+
+
+def _read_batch(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """prefill_batch, decode_batch."""
+    fields: dict[str, Any] = {}
+    head = _tokens(tree, "PREFILL_HEAD" if kind == "prefill_batch" else "DECODE_HEAD")[0]
+    fields.update(head_fields(kind, head))
+    fields.update(cls.typed(_pairs(tree)))
+    fields.update(graph_backend_field(message))
+    return fields
+
+
+def _read_kv_cache_allocated(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """kv_cache_allocated."""
+    fields: dict[str, Any] = {}
+    fields.update(term_fields(cls, tree))
+    if fields:
         return fields
-    if kind == "python_warning" and cast(Token, tree.children[0]).type == "PYWARN_FRAGMENT":
-        # an excerpt that starts after the header: the message's last lines, then the source echo
-        lines = [line.strip() for line in message.split("\n") if line.strip()]
-        echo = next(i for i, line in enumerate(lines) if line.startswith("warnings.warn"))
-        fields.update(path=None, lineno=None, category=None, message="\n".join(lines[:echo]), source="\n".join(lines[echo:]), fragment=True)
+    m = cast("re.Match[str]", _KV_HEAD.match(message))
+    post = message.startswith("Post-capture")
+    fields["cache"] = ("draft KV cache" if m.group("pc") else "KV cache") if post else m.group("label")
+    fields["post_capture"] = post
+    fields["va_upper_bound"] = m.group(0).endswith(" VA upper bound. ")
+    fields.update(cls.typed(_pairs(tree)))
+    return fields
+
+
+def _read_http_access(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """http_access."""
+    fields: dict[str, Any] = {}
+    m = cast("re.Match[str]", re.match(grammar.flat_rule_regex("http_access"), message))
+    client = re.sub(r' ?- "$', "", m.group("client_sep"))
+    fields.update(
+        client=client,
+        method=m.group("http_method"),
+        path=m.group("http_path"),
+        http_version=m.group("http_version"),
+        status=int(m.group("http_status")),
+        phrase=(m.group("http_phrase") or "").strip(),
+    )
+    return fields
+
+
+def _read_progress(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """progress."""
+    fields: dict[str, Any] = {}
+    m = next((m for seg in reversed(message.split("\r")) if (m := _PROGRESS.match(seg.strip()))), None)
+    if m:
+        fields.update(desc=m.group("desc").strip(), percent=int(m.group("pct")), n=_count(m.group("n")), total=_count(m.group("total")))
+        if m.group("unit"):
+            fields["unit"] = m.group("unit")
+        cm = _PROGRESS_CAPTURE.search(m.group("desc"))
+        if cm:
+            if cm.group("key"):
+                fields[cm.group("key")] = int(cm.group("value"))
+            fields["avail_mem"] = to_gb(cm.group("mem"))
+    else:
+        m = _PROGRESS_NO_TOTAL.match(message.strip())
+        if m:  # tqdm without a total: `Processed prompts: 5it [00:01,  3.12it/s]`
+            fields.update(desc=(m.group("desc") or "").strip(), n=_count(m.group("n")), total=None)
+    return fields
+
+
+def _read_native_backtrace(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """native_backtrace."""
+    from sglog.read import blocks
+
+    return blocks.read_native(message.split("\n"))
+
+
+def _read_library_log(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """nccl_log, torch_log, glog, vllm_log, uvicorn_log, ucx_log."""
+    fields: dict[str, Any] = {}
+    lead = cast(Token, tree.children[0])  # (each of these rules starts with a terminal)
+    text = str(tree.children[1]).strip() if len(tree.children) > 1 else ""
+    if lead.type == "GLOG_PREINIT":
+        fields.update(level="WARNING", message=str(lead).split(": ", 1)[1])
         return fields
-    if kind == "python_warning":
-        head = str(tree.children[0])
-        path, lineno, category = head.rsplit(":", 3)[0], head.rsplit(":", 3)[1], head.rsplit(":", 3)[2].strip()
-        # the message may go on over indented lines; the last one is the source line shown by `warnings`
-        rest = [line.strip() for line in _cont_lines(tree) if line.strip()]
-        first = message.split("\n", 1)[0][len(head) :].strip()
-        text = "\n".join([x for x in [first] + rest[:-1] if x])
-        fields.update(path=path, lineno=int(lineno), category=category, message=text)
-        if rest:
-            fields["source"] = rest[-1]
+    if lead.type == "NVSHMEM_SOURCE":
+        fields.update(level="ERROR", message=text, source=str(lead).rstrip(":").rsplit("/", 1)[-1])
+        sm = _NVSHMEM_STATUS.search(text)
+        if sm:
+            fields["status"] = int(sm.group(1))
         return fields
-    if kind == "pip_package" and cast(Token, tree.children[0]).type == "PIP_OUTPUT":
-        fields.update(term_fields(cls, tree))
-        return fields
-    if kind == "pip_package":
-        name, version = message.split()[:2]
-        fields.update(package=name, version=version)
-        return fields
-    if kind == "launch_command":
-        fields["command"] = message[len("command=") :] if message.startswith("command=") else message
-        return fields
-    if kind == "watchdog_timeout":
-        m = cast("re.Match[str]", re.search(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?", message))
-        comp = message.split(" ", 1)[0] if not message.startswith("Watchdog") else "Scheduler"
-        fields.update(component=comp, timeout=guess(m.group(1)), soft=m.group(2) == "True" if m.group(2) else False)
-        return fields
-    if kind == "scheduler_dead":
-        m = re.search(r"(?:exit code:? |terminated with |Exit code: )(-?\d+)", message)
-        r = re.search(r"Rank (\d+)", message)
-        fields.update(exit_code=int(m.group(1)) if m else None, sched_rank=int(r.group(1)) if r else None)
-        p = re.match(r"Scheduler or DataParallelController (\d+) ", message)
-        if p:
-            fields["pid"] = int(p.group(1))
-        fields["variant"] = (
-            "terminated"
-            if p
-            else "exit_code"
-            if message.startswith("Exit code")
-            else "init_failed"
-            if message.startswith("Initialization failed")
-            else "died_during_init"
-            if "died during initialization" in message
-            else "dead"
-        )
-        return fields
-    if kind == "gloo":
-        nums = [int(x) for x in re.findall(r"\d+", message)]
-        fields.update(gloo_rank=nums[0], connected=nums[1], expected=nums[2])
-        return fields
-    if kind == "batch_oom":
-        return batch_oom_fields(message)
-    if kind == "retraction":
-        fields.update(term_fields(cls, tree))
-        if not fields:
-            fields["testing"] = message.startswith("Testing")
-            fields["aborted"] = False
-        else:
-            fields["aborted"] = True
-        fields.update(cls.typed(_pairs(tree)))
-        return fields
-    if kind == "bench_driver" and isinstance(tree.children[0], Token) and tree.children[0].type == "BD_NAMESPACE":
-        fields.update(event="args", args=_pyargs(tree.children[1:]))
-        return fields
-    if kind == "browser_agent_log" and cast(Token, tree.children[0]).type == "BA_CALL_LOG":
-        fields["source"] = "playwright"
-        fields["steps"] = [line.strip().lstrip("- ").strip() for line in _cont_lines(tree) if line.strip()]
-        return fields
-    # generic: capture groups of fixed-text terminals, then key/value lists
+    fields["level"] = _level(kind, str(lead))
+    fields["message"] = text
+    if kind == "ucx_log":
+        fields["source"] = str(lead).split("]")[-1].split()[0]
+    elif kind == "glog":
+        fields["source"] = str(lead).rstrip("]").split()[-1]  # (the writing file:line, as ucx_log's)
+    return fields
+
+
+def _read_python_warning_fragment(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """python_warning when cast(Token, tree.children[0]).type == "PYWARN_FRAGMENT"."""
+    if not (cast(Token, tree.children[0]).type == "PYWARN_FRAGMENT"):
+        return None
+    fields: dict[str, Any] = {}
+    lines = [line.strip() for line in message.split("\n") if line.strip()]
+    echo = next(i for i, line in enumerate(lines) if line.startswith("warnings.warn"))
+    fields.update(path=None, lineno=None, category=None, message="\n".join(lines[:echo]), source="\n".join(lines[echo:]), fragment=True)
+    return fields
+
+
+def _read_python_warning(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """python_warning."""
+    fields: dict[str, Any] = {}
+    head = str(tree.children[0])
+    path, lineno, category = head.rsplit(":", 3)[0], head.rsplit(":", 3)[1], head.rsplit(":", 3)[2].strip()
+    # the message may go on over indented lines; the last one is the source line shown by `warnings`
+    rest = [line.strip() for line in _cont_lines(tree) if line.strip()]
+    first = message.split("\n", 1)[0][len(head) :].strip()
+    text = "\n".join([x for x in [first] + rest[:-1] if x])
+    fields.update(path=path, lineno=int(lineno), category=category, message=text)
+    if rest:
+        fields["source"] = rest[-1]
+    return fields
+
+
+def _read_pip_output(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """pip_package when cast(Token, tree.children[0]).type == "PIP_OUTPUT"."""
+    if not (cast(Token, tree.children[0]).type == "PIP_OUTPUT"):
+        return None
+    fields: dict[str, Any] = {}
+    fields.update(term_fields(cls, tree))
+    return fields
+
+
+def _read_pip_package(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """pip_package."""
+    fields: dict[str, Any] = {}
+    name, version = message.split()[:2]
+    fields.update(package=name, version=version)
+    return fields
+
+
+def _read_launch_command(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """launch_command."""
+    fields: dict[str, Any] = {}
+    fields["command"] = message[len("command=") :] if message.startswith("command=") else message
+    return fields
+
+
+def _read_watchdog_timeout(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """watchdog_timeout."""
+    fields: dict[str, Any] = {}
+    m = cast("re.Match[str]", re.search(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?", message))
+    comp = message.split(" ", 1)[0] if not message.startswith("Watchdog") else "Scheduler"
+    fields.update(component=comp, timeout=guess(m.group(1)), soft=m.group(2) == "True" if m.group(2) else False)
+    return fields
+
+
+def _read_scheduler_dead(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """scheduler_dead."""
+    fields: dict[str, Any] = {}
+    m = re.search(r"(?:exit code:? |terminated with |Exit code: )(-?\d+)", message)
+    r = re.search(r"Rank (\d+)", message)
+    fields.update(exit_code=int(m.group(1)) if m else None, sched_rank=int(r.group(1)) if r else None)
+    p = re.match(r"Scheduler or DataParallelController (\d+) ", message)
+    if p:
+        fields["pid"] = int(p.group(1))
+    fields["variant"] = (
+        "terminated"
+        if p
+        else "exit_code"
+        if message.startswith("Exit code")
+        else "init_failed"
+        if message.startswith("Initialization failed")
+        else "died_during_init"
+        if "died during initialization" in message
+        else "dead"
+    )
+    return fields
+
+
+def _read_gloo(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """gloo."""
+    fields: dict[str, Any] = {}
+    nums = [int(x) for x in re.findall(r"\d+", message)]
+    fields.update(gloo_rank=nums[0], connected=nums[1], expected=nums[2])
+    return fields
+
+
+def _read_batch_oom(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """batch_oom."""
+    return batch_oom_fields(message)
+
+
+def _read_retraction(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """retraction."""
+    fields: dict[str, Any] = {}
+    fields.update(term_fields(cls, tree))
+    if not fields:
+        fields["testing"] = message.startswith("Testing")
+        fields["aborted"] = False
+    else:
+        fields["aborted"] = True
+    fields.update(cls.typed(_pairs(tree)))
+    return fields
+
+
+def _read_bench_driver(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """bench_driver when isinstance(tree.children[0], Token) and tree.children[0].type == "BD_NAMESPACE"."""
+    if not (isinstance(tree.children[0], Token) and tree.children[0].type == "BD_NAMESPACE"):
+        return None
+    fields: dict[str, Any] = {}
+    fields.update(event="args", args=_pyargs(tree.children[1:]))
+    return fields
+
+
+def _read_browser_agent_log(kind: str, cls: type[Event], tree: Tree[Any], message: str) -> dict[str, Any] | None:
+    """browser_agent_log when cast(Token, tree.children[0]).type == "BA_CALL_LOG"."""
+    if not (cast(Token, tree.children[0]).type == "BA_CALL_LOG"):
+        return None
+    fields: dict[str, Any] = {}
+    fields["source"] = "playwright"
+    fields["steps"] = [line.strip().lstrip("- ").strip() for line in _cont_lines(tree) if line.strip()]
+    return fields
+
+
+# the kinds whose fields need more than the generic reading, each kind's readers in order (the first
+# that returns fields wins; None: the line is not that variant, the next reader or the generic one reads it)
+_READERS: dict[str, tuple[Callable[[str, type[Event], Tree[Any], str], dict[str, Any] | None], ...]] = {
+    "server_args": (_read_server_args,),
+    "cuda_graph_capture_begin": (_read_cuda_graph_capture,),
+    "cuda_graph_capture_end": (_read_cuda_graph_capture,),
+    "cuda_graph_bs": (_read_cuda_graph_bs,),
+    "weight_load_begin": (_read_avail_mem,),
+    "memory_pool_end": (_read_avail_mem,),
+    "weight_load_committed": (_read_weight_load_committed,),
+    "memory_summary": (_read_memory_summary,),
+    "prefill_batch": (_read_batch,),
+    "decode_batch": (_read_batch,),
+    "kv_cache_allocated": (_read_kv_cache_allocated,),
+    "http_access": (_read_http_access,),
+    "progress": (_read_progress,),
+    "native_backtrace": (_read_native_backtrace,),
+    "nccl_log": (_read_library_log,),
+    "torch_log": (_read_library_log,),
+    "glog": (_read_library_log,),
+    "vllm_log": (_read_library_log,),
+    "uvicorn_log": (_read_library_log,),
+    "ucx_log": (_read_library_log,),
+    "python_warning": (
+        _read_python_warning_fragment,
+        _read_python_warning,
+    ),
+    "pip_package": (
+        _read_pip_output,
+        _read_pip_package,
+    ),
+    "launch_command": (_read_launch_command,),
+    "watchdog_timeout": (_read_watchdog_timeout,),
+    "scheduler_dead": (_read_scheduler_dead,),
+    "gloo": (_read_gloo,),
+    "batch_oom": (_read_batch_oom,),
+    "retraction": (_read_retraction,),
+    "bench_driver": (_read_bench_driver,),
+    "browser_agent_log": (_read_browser_agent_log,),
+}
+
+
+def interpret(kind: str, tree: Tree[Any], message: str) -> dict[str, Any]:
+    """A message's typed fields from its parse tree: its kind's reader, else the generic reading
+    (the capture groups of fixed-text terminals, then key/value lists, then the kind's post-step)."""
+    cls = KIND_CLASSES[kind]
+    for read in _READERS.get(kind, ()):
+        got = read(kind, cls, tree, message)
+        if got is not None:
+            return got
+    fields: dict[str, Any] = {}
     fields.update(term_fields(cls, tree))
     fields.update(cls.typed(_pairs(tree)))
     post_fn = _POST.get(kind)
