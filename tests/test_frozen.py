@@ -23,6 +23,14 @@ def test_a_run_cannot_be_changed():
         del run.args
 
 
+def test_a_runs_memory_budget_cannot_be_changed():
+    """The budget is built whole (runs.build._memory), the same values as when it was set field by field."""
+    memory = sglog.load(LOG)[0].memory
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        memory.total_gb = 1.0  # type: ignore[misc]  (the point: a frozen field)
+    assert memory.mem_fraction_static == 0.76 and memory.total_gb is not None and memory.target_weights_gb is not None
+
+
 def test_with_facts_is_a_new_run_that_keeps_the_memo():
     run = sglog.load(LOG)[0]
     decode = run.decode  # (memoised)

@@ -137,7 +137,7 @@ class Startup:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class MemoryBudget:
     """Per-rank GPU memory budget (GB); the summary is the minimum across ranks for
     free memory and the maximum for what was used.  ``None`` = not in the log."""
@@ -1015,28 +1015,23 @@ def _memory(run: Run) -> MemoryBudget:
                 if e.get(f) is not None:
                     d["available_gpu_mem_gb" if f == "available_gpu_mem" else f] = e.get(f)
     per = {r: d for r, d in per.items() if d}
-    mb = MemoryBudget(per_rank=per)
 
     def agg(key, fn):
         vals = [d[key] for d in per.values() if d.get(key) is not None]
         return fn(vals) if vals else None
 
+    values: dict[str, Any] = {}
     for key in ("total_gb", "avail_after_weights_gb", "available_gpu_mem_gb", "kv_gb", "kv_tokens", "draft_kv_gb", "draft_kv_tokens", "max_total_num_tokens"):
-        setattr(mb, key, agg(key, min))
-    for key in ("target_weights_gb", "draft_weights_gb", "cuda_graph_gb", "draft_cuda_graph_gb"):
-        setattr(mb, key, agg(key, max))
-    for key in ("context_len", "max_running_requests", "chunked_prefill_size"):
-        setattr(mb, key, agg(key, max))
+        values[key] = agg(key, min)
+    for key in ("target_weights_gb", "draft_weights_gb", "cuda_graph_gb", "draft_cuda_graph_gb", "context_len", "max_running_requests", "chunked_prefill_size"):
+        values[key] = agg(key, max)
     mfs = run.args.get("mem_fraction_static")
-    mb.mem_fraction_static = float(mfs) if isinstance(mfs, (int, float)) and not isinstance(mfs, bool) else None
-    mb.mem_fraction_static_origin = run.arg_origins.get("mem_fraction_static")
-    if mb.context_len is None and isinstance(run.args.get("context_length"), int):
-        mb.context_len = run.args.get("context_length")
-    if mb.max_running_requests is None and isinstance(run.args.get("max_running_requests"), int):
-        mb.max_running_requests = run.args.get("max_running_requests")
-    if mb.chunked_prefill_size is None and isinstance(run.args.get("chunked_prefill_size"), int):
-        mb.chunked_prefill_size = run.args.get("chunked_prefill_size")
-    return mb
+    values["mem_fraction_static"] = float(mfs) if isinstance(mfs, (int, float)) and not isinstance(mfs, bool) else None
+    values["mem_fraction_static_origin"] = run.arg_origins.get("mem_fraction_static")
+    for key, arg in (("context_len", "context_length"), ("max_running_requests", "max_running_requests"), ("chunked_prefill_size", "chunked_prefill_size")):
+        if values[key] is None and isinstance(run.args.get(arg), int):
+            values[key] = run.args.get(arg)
+    return MemoryBudget(per_rank=per, **values)
 
 
 # ------------------------------------------------------------------ ending
