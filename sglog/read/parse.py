@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import polars as pl
 
@@ -38,6 +38,9 @@ from sglog.read import named as named_messages
 from sglog.read.envelope import VECTOR_DEPTH, Unwrapper, hard_wrap_width
 from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_chunks, open_source, planned_chunks, tune_malloc
 from sglog.read.records import Folder, Record, is_start
+
+if TYPE_CHECKING:
+    from sglog.read.catalog import CatalogueMatch
 from sglog.schema import DESCRIBED_KINDS
 from sglog.schema import coverage as schema_coverage
 
@@ -353,9 +356,8 @@ class RecordParser:
         m = catalog.load().match_tail(message, self.version)
         if m is None:
             return None
-        out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind, "cut": "start"}
-        for name, value in m.fields.items():
-            out[name if name not in out else f"arg_{name}"] = value
+        out = _match_fields(m) | {"cut": "start"}
+        _add_placeholders(out, m.fields)
         return out
 
     def catalogued(self, message: str) -> dict[str, Any] | None:
@@ -370,19 +372,14 @@ class RecordParser:
         m = catalog.load().match(text, self.version, prefix.get("log_source"))
         out = None
         if m is not None:
-            out = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}
-            if m.shared:
-                out["shared"] = m.shared
-            if m.package:
-                out["package"] = m.package  # (a package of SGLang's project, e.g. sglang-omni: versions are its own)
+            out = _match_fields(m)
             named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
             if named is not None:
                 out.update(named[1])  # (its field names, not the miner's placeholder names)
                 if named[0] == "kv_transfer_failed":
                     out.update(signatures.transfer_fields(out.get("exc_message")))
             else:
-                for name, value in m.fields.items():
-                    out[name if name not in out else f"arg_{name}"] = value
+                _add_placeholders(out, m.fields)
             out.update(prefix)
         if len(self.catalogue_memo) < _MEMO_MAX:
             self.catalogue_memo[message] = out
@@ -419,6 +416,22 @@ def _retoken(node: Any, message: str) -> Any:
     if isinstance(node, Tree):
         return Tree(node.data, [_retoken(c, message) for c in node.children])
     return node
+
+
+def _match_fields(m: CatalogueMatch) -> dict[str, Any]:
+    """An ``sglang_message``'s catalogue fields: which template, where, which releases."""
+    out: dict[str, Any] = {"template": m.template, "source": m.source, "level": m.level, "versions": f"{m.versions[0]}-{m.versions[1]}", "origin": m.kind}
+    if m.shared:
+        out["shared"] = m.shared
+    if m.package:
+        out["package"] = m.package  # (a package of SGLang's project, e.g. sglang-omni: versions are its own)
+    return out
+
+
+def _add_placeholders(out: dict[str, Any], fields: dict[str, Any]) -> None:
+    """A match's placeholder fields, under the miner's names (``arg_`` before one the catalogue fields use)."""
+    for name, value in fields.items():
+        out[name if name not in out else f"arg_{name}"] = value
 
 
 def _with_ray(fields: dict[str, Any], ray: str | None) -> dict[str, Any]:

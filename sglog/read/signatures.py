@@ -147,11 +147,12 @@ def frame_names(fields: dict[str, Any]) -> list[str]:
 
 def describe(text: str) -> dict[str, list[str]]:
     """``signatures`` and ``causes`` of a single message (a log line's), each only when it names one."""
+    low = text.lower()  # (once: both tables read it)
     out = {}
-    found = of_text(text)
+    found = of_text(low)
     if found:
         out["signatures"] = found
-    causes = causes_of(text)
+    causes = causes_of(low)
     if causes:
         out["causes"] = causes
     return out
