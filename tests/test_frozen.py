@@ -55,3 +55,16 @@ def test_findings_cannot_be_changed():
     for obj, attr in ((Evidence("f.log", 1, "t"), "line"), (Finding("SGL1", "r", "info", "m", 1), "run"), (Superseded("--tp", "1", "r", "2", "why"), "by")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, attr, None)
+
+
+def test_a_runs_startup_and_ending_cannot_be_changed():
+    """The startup phases are read as spans and frozen whole (runs.build._startup); the ending is built whole."""
+    run = sglog.load(LOG)[0]
+    startup, ending = run.startup, run.ending
+    assert startup is not None and ending is not None and startup.phases
+    phase = next(iter(startup.phases.values()))
+    span = next(iter(phase.per_rank.values()))
+    for obj, attr in ((startup, "ready"), (phase, "name"), (span, "end"), (ending, "status"), (ending, "root_cause")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, attr, None)
+    assert ending.status == "crashed" and phase.duration is not None

@@ -30,7 +30,7 @@ from sglog.schema import ENVELOPE_COLUMNS, FORWARD_PHASES, NEXT_PHASE, PHASE_WOR
 # ------------------------------------------------------------------ results
 
 
-@dataclass
+@dataclass(frozen=True)
 class RankPhase:
     start: datetime | None
     end: datetime | None
@@ -43,7 +43,7 @@ class RankPhase:
         return d if d >= 0 else None  # (a clock that went backwards: no duration, #28)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phase:
     """One startup phase across ranks.  ``duration`` is the slowest rank's (the servers wait for it)."""
 
@@ -115,7 +115,7 @@ PHASES = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Startup:
     launch: datetime | None
     ready: datetime | None
@@ -208,7 +208,7 @@ class MemoryBudget:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ending:
     status: str  # serving | ready | crashed | stopped | incomplete
     phase: str | None  # the phase the log ends in / the run crashed in
@@ -887,53 +887,55 @@ def guess_version(run: Run) -> str | None:
 
 
 def _startup(run: Run) -> Startup:
-    phases: dict[str, Phase] = {name: Phase(name) for name in PHASES}
+    # Read as mutable [start, end] spans per phase and rank; frozen into Phase / RankPhase at the end.
+    spans: dict[str, dict[str, list[datetime | None]]] = {name: {} for name in PHASES}
+    elapsed: dict[str, dict[str, float]] = {name: {} for name in PHASES}
     load_no = load_numbers(run)
     pools: dict[str, int] = {}
     for e in run.events_of(*_STARTUP_KINDS):
         k = e.kind
         r = e.rank.label if e.rank else "-"
         if k == "init_dist_begin":
-            phases["distributed_init"].per_rank.setdefault(r, RankPhase(e.ts, None))
+            spans["distributed_init"].setdefault(r, [e.ts, None])
         elif k == "init_dist_end":
-            rp = phases["distributed_init"].per_rank.setdefault(r, RankPhase(None, None))
-            if rp.end is None:  # a draft worker inits again later: keep the target's
-                rp.end = e.ts
+            rp = spans["distributed_init"].setdefault(r, [None, None])
+            if rp[1] is None:  # a draft worker inits again later: keep the target's
+                rp[1] = e.ts
                 if e.get("elapsed") is not None:
-                    phases["distributed_init"].elapsed_logged[r] = e.get("elapsed")
+                    elapsed["distributed_init"][r] = e.get("elapsed")
         elif k == "weight_load_begin":
             name = "weight_load" if load_no[id(e)] == 1 else "draft_weight_load"
-            under_way = phases[name].per_rank.get(r)
-            if under_way is not None and r == "-" and under_way.end is None:
+            under_way = spans[name].get(r)
+            if under_way is not None and r == "-" and under_way[1] is None:
                 continue  # (lines without rank tags: another rank's begin of the same load; it runs from the first begin)
-            phases[name].per_rank[r] = RankPhase(e.ts, None)
+            spans[name][r] = [e.ts, None]
         elif k == "weight_load_end":
             name = "weight_load" if load_no[id(e)] == 1 else "draft_weight_load"
             if _is_draft_class(e.get("type")):
                 name = "draft_weight_load"
-            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
-            rp.end = e.ts  # (without rank tags, the last rank's end)
+            rp = spans[name].setdefault(r, [None, None])
+            rp[1] = e.ts  # (without rank tags, the last rank's end)
             if e.get("elapsed") is not None:
-                phases[name].elapsed_logged[r] = e.get("elapsed")
+                elapsed[name][r] = e.get("elapsed")
             kv = "kv_pool" if name == "weight_load" else "draft_kv_pool"
-            phases[kv].per_rank.setdefault(r, RankPhase(e.ts, None))
+            spans[kv].setdefault(r, [e.ts, None])
         elif k == "memory_pool_end":
             pools[r] = pools.get(r, 0) + 1
             name = "kv_pool" if pools[r] == 1 else "draft_kv_pool"  # the target's pool is set up first (DFLASH loads its draft earlier)
-            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
-            rp.end = e.ts
+            rp = spans[name].setdefault(r, [None, None])
+            rp[1] = e.ts
         elif k == "cuda_graph_capture_begin":
             name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
-            begun = phases[name].per_rank.get(r)
+            begun = spans[name].get(r)
             if begun is None:
-                phases[name].per_rank[r] = RankPhase(e.ts, None)
+                spans[name][r] = [e.ts, None]
             else:
-                begun.end = None  # a further capture stage (verify, extend, prefill) of the same phase
+                begun[1] = None  # a further capture stage (verify, extend, prefill) of the same phase
         elif k == "cuda_graph_capture_end":
             name = "draft_cuda_graph_capture" if e.get("role") == "draft" else "cuda_graph_capture"
-            rp = phases[name].per_rank.setdefault(r, RankPhase(None, None))
-            rp.end = e.ts
-    phases = {k: v for k, v in phases.items() if v.per_rank}
+            rp = spans[name].setdefault(r, [None, None])
+            rp[1] = e.ts
+    phases = {name: Phase(name, {r: RankPhase(*span) for r, span in spans[name].items()}, elapsed[name]) for name in PHASES if spans[name]}
     launch = next((e.ts for e in run.events if e.ts is not None), None)
     ready_line = run.first("server_ready")
     ready = ready_line.ts if ready_line else None
