@@ -18,6 +18,7 @@ needs neither a browser nor the network.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -147,61 +148,93 @@ def drawn_startup(s: Subject) -> list[dict[str, Any]]:
     return rows if any(max(r["start_s"], r["end_s"]) > 0 for r in rows) else []
 
 
-def startup_chart(report: Report) -> dict[str, Any] | None:
+def startup_bars(base: altair.Chart, y: Any, phases: list[str], per_rank: bool, known: bool, since: str) -> altair.Chart:
+    """The phases' bars: coloured by phase, an unfinished one faded."""
     alt = _alt()
-    panels, extra = [], []
-    per_subject = [(s, drawn_startup(s)) for s in report.subjects]
-    known = all(launch_in_log(s.run) for s, rows in per_subject if rows)
+    # (one legend, the phases' colours, and only when the rows are ranks; an unfinished phase is
+    # its colour faded, said in the subtitle: a legend of opacities drew grey squares like no bar)
+    return base.mark_bar(height={"band": 0.7}).encode(
+        x=alt.X("start_s:Q", title="seconds since launch" if known else "seconds since the log's first line", scale=alt.Scale(zero=True)),
+        x2="bar_end_s:Q",
+        y=y,
+        color=alt.Color("phase:N", scale=alt.Scale(domain=phases), title="phase", legend=alt.Legend(orient="bottom", columns=4) if per_rank else None),
+        opacity=alt.Opacity("status:O", scale=alt.Scale(domain=["finished", "did not finish"], range=[1.0, 0.35]), legend=None),
+        tooltip=[
+            alt.Tooltip("run:N"),
+            alt.Tooltip("rank:N"),
+            alt.Tooltip("phase:N"),
+            alt.Tooltip("start_s:Q", title=f"start (s since {since})", format=".1f"),
+            alt.Tooltip("duration_s:Q", title="duration (s)", format=".1f"),
+            alt.Tooltip("status:N"),
+        ],
+    )
+
+
+def duration_labels(base: altair.Chart, y: Any) -> altair.Chart:
+    """Each phase's duration after its bar (and whether it did not finish)."""
+    seconds = "(datum.duration_s >= 10 ? format(datum.duration_s, '.0f') : format(datum.duration_s, '.1f')) + ' s'"
+    label = f"datum.status == 'finished' ? {seconds} : datum.duration_s > 0 ? {seconds} + ' (did not finish)' : 'did not finish'"
+    return base.mark_text(align="left", dx=4, fontSize=11).encode(x="bar_end_s:Q", y=y, text="label:N").transform_calculate(label=label)
+
+
+def ready_rule(s: Subject, since: str) -> tuple[altair.Chart, str] | None:
+    """A green line where the server was ready, and what the subtitle says of it."""
+    st = s.run.startup
+    if st is None or st.total_s is None:
+        return None
+    alt = _alt()
+    ready = {"run": s.label or s.run.name, "ready_s": _r(st.total_s, 2), "label": f"ready after {st.total_s:.0f} s"}
+    rule = alt.Chart(alt.Data(values=[ready])).mark_rule(color="#2ca02c", strokeWidth=2).encode(x="ready_s:Q", tooltip=[alt.Tooltip("label:N", title="server ready")])
+    return rule, f"green line: server ready {st.total_s:.0f} s after {since}"
+
+
+def startup_crash_rule(s: Subject, since: str) -> tuple[altair.Chart, str] | None:
+    """A red dashed line where the run crashed, and what the subtitle says of it."""
+    c = crash_mark(s)
+    if c is None:
+        return None
+    alt = _alt()
+    rule = alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")])
+    return rule, f"red dashed line: crashed {c['crash_s']:.0f} s after {since} ({c['label']})"
+
+
+def startup_panel(s: Subject, rows: list[dict[str, Any]], phases: list[str], known: bool, who: str) -> tuple[altair.LayerChart, list[str]]:
+    """One run's startup (one row per phase, or per rank, each phase's duration shown when the rows
+    are phases; its ready and crash lines), and the subtitle's notes on it."""
+    alt = _alt()
+    ranks = list(dict.fromkeys(r["rank"] for r in rows))
+    per_rank = len(ranks) > 1
+    y = alt.Y("rank:N" if per_rank else "phase:N", sort=ranks if per_rank else phases, title=None, axis=alt.Axis(labelLimit=220))
+    base = alt.Chart(alt.Data(values=rows))
+    since = "launch" if launch_in_log(s.run) else "the log's first line"
+    layers = [startup_bars(base, y, phases, per_rank, known, since)]
+    if not per_rank:
+        layers.append(duration_labels(base, y))
+    notes = []
+    if not launch_in_log(s.run):
+        notes.append(f"{who}the launch is not in the log: times count from its first line")
+    if any(r["status"] != "finished" for r in rows):
+        notes.append(f"{who}faded bars: phases not finished when the log ends")
+    for mark in (ready_rule(s, since), startup_crash_rule(s, since)):
+        if mark is not None:
+            layers.append(mark[0])
+            notes.append(who + mark[1])
+    n_rows = len(ranks) if per_rank else len({r["phase"] for r in rows})
+    return alt.layer(*layers).properties(width=WIDTH, height=max(60, 24 * n_rows)), notes
+
+
+def startup_chart(report: Report) -> dict[str, Any] | None:
+    per_subject = [(s, rows) for s in report.subjects if (rows := drawn_startup(s))]
+    if not per_subject:
+        return None
+    known = all(launch_in_log(s.run) for s, _ in per_subject)
     seen = {r["phase"] for _, rows in per_subject for r in rows}
     phases = [label for label in PHASE_LABELS.values() if label in seen]
+    panels, extra = [], []
     for s, rows in per_subject:
-        if not rows:
-            continue
-        who = f"{s.label}: " if report.compare else ""
-        ranks = list(dict.fromkeys(r["rank"] for r in rows))
-        per_rank = len(ranks) > 1
-        y = alt.Y("rank:N" if per_rank else "phase:N", sort=ranks if per_rank else phases, title=None, axis=alt.Axis(labelLimit=220))
-        base = alt.Chart(alt.Data(values=rows))
-        since = "launch" if launch_in_log(s.run) else "the log's first line"
-        # (one legend, the phases' colours, and only when the rows are ranks; an unfinished phase is
-        # its colour faded, said in the subtitle: a legend of opacities drew grey squares like no bar)
-        bars = base.mark_bar(height={"band": 0.7}).encode(
-            x=alt.X("start_s:Q", title="seconds since launch" if known else "seconds since the log's first line", scale=alt.Scale(zero=True)),
-            x2="bar_end_s:Q",
-            y=y,
-            color=alt.Color("phase:N", scale=alt.Scale(domain=phases), title="phase", legend=alt.Legend(orient="bottom", columns=4) if per_rank else None),
-            opacity=alt.Opacity("status:O", scale=alt.Scale(domain=["finished", "did not finish"], range=[1.0, 0.35]), legend=None),
-            tooltip=[
-                alt.Tooltip("run:N"),
-                alt.Tooltip("rank:N"),
-                alt.Tooltip("phase:N"),
-                alt.Tooltip("start_s:Q", title=f"start (s since {since})", format=".1f"),
-                alt.Tooltip("duration_s:Q", title="duration (s)", format=".1f"),
-                alt.Tooltip("status:N"),
-            ],
-        )
-        layers = [bars]
-        if not per_rank:
-            seconds = "(datum.duration_s >= 10 ? format(datum.duration_s, '.0f') : format(datum.duration_s, '.1f')) + ' s'"
-            label = f"datum.status == 'finished' ? {seconds} : datum.duration_s > 0 ? {seconds} + ' (did not finish)' : 'did not finish'"
-            layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(x="bar_end_s:Q", y=y, text="label:N").transform_calculate(label=label))
-        if not launch_in_log(s.run):
-            extra.append(f"{who}the launch is not in the log: times count from its first line")
-        if any(r["status"] != "finished" for r in rows):
-            extra.append(f"{who}faded bars: phases not finished when the log ends")
-        st = s.run.startup
-        if st is not None and st.total_s is not None:
-            ready = {"run": s.label or s.run.name, "ready_s": _r(st.total_s, 2), "label": f"ready after {st.total_s:.0f} s"}
-            layers.append(alt.Chart(alt.Data(values=[ready])).mark_rule(color="#2ca02c", strokeWidth=2).encode(x="ready_s:Q", tooltip=[alt.Tooltip("label:N", title="server ready")]))
-            extra.append(f"{who}green line: server ready {st.total_s:.0f} s after {since}")
-        c = crash_mark(s)
-        if c is not None:
-            layers.append(alt.Chart(alt.Data(values=[c])).mark_rule(color="#d62728", strokeWidth=2, strokeDash=[4, 2]).encode(x="crash_s:Q", tooltip=[alt.Tooltip("label:N", title="crash")]))
-            extra.append(f"{who}red dashed line: crashed {c['crash_s']:.0f} s after {since} ({c['label']})")
-        n_rows = len(ranks) if per_rank else len({r["phase"] for r in rows})
-        panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=max(60, 24 * n_rows))))
-    if not panels:
-        return None
+        panel, notes = startup_panel(s, rows, phases, known, f"{s.label}: " if report.compare else "")
+        panels.append((s.title, panel))
+        extra += notes
     return _titled(report, "Startup timeline", panels, extra)
 
 
@@ -252,6 +285,47 @@ MEMORY_ORDER = [
 KIND_COLORS = {"total": "#bab0ac", "static": "#4c78a8", "graphs": "#72b7b2", "other": "#eeca3b", "free": "#54a24b"}
 
 
+def memory_bars(base: altair.Chart, y: Any, kinds: list[str]) -> altair.Chart:
+    """The waterfall's bars, coloured by kind of item."""
+    alt = _alt()
+    return base.mark_bar(height={"band": 0.7}).encode(
+        x=alt.X("start:Q", title="memory per rank (GB)", scale=alt.Scale(zero=True)),
+        x2="end:Q",
+        y=y,
+        color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds]), legend=None),
+        tooltip=[alt.Tooltip("run:N"), alt.Tooltip("item:N"), alt.Tooltip("gb:Q", title="GB", format=".2f"), alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")],
+    )
+
+
+def static_pool_layers(s: Subject) -> list[altair.Chart]:
+    """The static pool (mem_fraction_static x T) as a red dashed line, labelled on the side with room."""
+    m = s.run.memory
+    pool_gb, total_gb, fraction = m.static_pool_gb, m.total_gb, m.mem_fraction_static
+    if pool_gb is None or total_gb is None or fraction is None:  # (a pool is known only with both)
+        return []
+    alt = _alt()
+    origin = f", {m.mem_fraction_static_origin}" if m.mem_fraction_static_origin else ""
+    pool = {
+        "run": s.label or s.run.name,
+        "gb": _r(pool_gb),
+        "label": f"static pool {fraction:g} × {total_gb:.2f} = {pool_gb:.2f} GB (mem_fraction_static{origin})",
+    }
+    right = pool_gb > 0.5 * total_gb
+    marks = alt.Chart(alt.Data(values=[pool]))
+    return [
+        marks.mark_rule(color="#d62728", strokeWidth=2, strokeDash=[6, 3]).encode(x="gb:Q", tooltip=[alt.Tooltip("label:N", title="static pool")]),
+        marks.mark_text(align="right" if right else "left", baseline="bottom", dx=-4 if right else 4, dy=-3, color="#d62728", fontSize=11).encode(x="gb:Q", y=alt.value(0), text="label:N"),
+    ]
+
+
+def memory_note(s: Subject) -> str | None:
+    """For a run that ended before serving: its later items were never allocated."""
+    e = s.run.ending
+    if e is None or e.status not in ("crashed", "incomplete") or e.phase == "serving":
+        return None
+    return f"{'crashed' if e.status == 'crashed' else 'log ends'} during {PHASE_LABELS.get(e.phase or '', e.phase or 'startup')}: later items were never allocated"
+
+
 def memory_chart(report: Report) -> dict[str, Any] | None:
     alt = _alt()
     all_rows = [r for s in report.subjects for r in memory_rows(s)]
@@ -262,36 +336,12 @@ def memory_chart(report: Report) -> dict[str, Any] | None:
         rows = memory_rows(s)
         if not rows:
             continue
-        m = s.run.memory
-        who = f"{s.label}: " if report.compare else ""
         base = alt.Chart(alt.Data(values=rows))
         y = alt.Y("item:N", sort=items, title=None, axis=alt.Axis(labelLimit=220))
-        bars = base.mark_bar(height={"band": 0.7}).encode(
-            x=alt.X("start:Q", title="memory per rank (GB)", scale=alt.Scale(zero=True)),
-            x2="end:Q",
-            y=y,
-            color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds]), legend=None),
-            tooltip=[alt.Tooltip("run:N"), alt.Tooltip("item:N"), alt.Tooltip("gb:Q", title="GB", format=".2f"), alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")],
-        )
         labels = base.mark_text(align="left", dx=4, fontSize=11).encode(x="end:Q", y=y, text="label:N").transform_calculate(label="format(datum.gb, '.2f') + ' GB'")
-        layers = [bars, labels]
-        pool_gb, total_gb, fraction = m.static_pool_gb, m.total_gb, m.mem_fraction_static
-        if pool_gb is not None and total_gb is not None and fraction is not None:  # (a pool is known only with both)
-            origin = f", {m.mem_fraction_static_origin}" if m.mem_fraction_static_origin else ""
-            pool = {
-                "run": s.label or s.run.name,
-                "gb": _r(pool_gb),
-                "label": f"static pool {fraction:g} × {total_gb:.2f} = {pool_gb:.2f} GB (mem_fraction_static{origin})",
-            }
-            right = pool_gb > 0.5 * total_gb  # the label goes on the side with room
-            marks = alt.Chart(alt.Data(values=[pool]))
-            layers.append(marks.mark_rule(color="#d62728", strokeWidth=2, strokeDash=[6, 3]).encode(x="gb:Q", tooltip=[alt.Tooltip("label:N", title="static pool")]))
-            layers.append(
-                marks.mark_text(align="right" if right else "left", baseline="bottom", dx=-4 if right else 4, dy=-3, color="#d62728", fontSize=11).encode(x="gb:Q", y=alt.value(0), text="label:N")
-            )
-        e = s.run.ending
-        if e is not None and e.status in ("crashed", "incomplete") and e.phase != "serving":
-            extra.append(f"{who}{'crashed' if e.status == 'crashed' else 'log ends'} during {PHASE_LABELS.get(e.phase or '', e.phase or 'startup')}: later items were never allocated")
+        layers = [memory_bars(base, y, kinds), labels, *static_pool_layers(s)]
+        if (note := memory_note(s)) is not None:
+            extra.append((f"{s.label}: " if report.compare else "") + note)
         panels.append((s.title, alt.layer(*layers).properties(width=WIDTH, height=26 * len(items))))
     if not panels:
         return None
@@ -351,8 +401,8 @@ def _has(rows: list[dict[str, Any]], key: str) -> bool:
     return any(r.get(key) is not None for r in rows)
 
 
-def serving_chart(report: Report) -> dict[str, Any] | None:
-    alt = _alt()
+def serving_data(report: Report) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """Every run's windows and crashes while serving, ``t`` in the unit of the longest span (returned too)."""
     rows: list[dict[str, Any]] = []
     crashes: list[dict[str, Any]] = []
     for s in report.subjects:
@@ -361,110 +411,187 @@ def serving_chart(report: Report) -> dict[str, Any] | None:
         if (c := serving_crash(s, t0)) is not None:
             crashes.append(c)
     if not rows:
-        return None
+        return [], [], "seconds"
     unit, div = time_unit(max(r["t"] for r in rows + crashes))
-    rows = [r | {"t": _r(r["t"] / div, 4)} for r in rows]
-    crashes = [c | {"t": _r(c["t"] / div, 4)} for c in crashes]
-    crash_layer = (
-        alt.Chart(alt.Data(values=crashes))
-        .mark_rule(color="#7f0000", strokeWidth=2, strokeDash=[6, 3])
-        .encode(tooltip=[alt.Tooltip("run:N"), alt.Tooltip("time:N", title="crash at"), alt.Tooltip("label:N", title="cause")])
-        if crashes
-        else None
-    )
-    crash_note = "; dark red: crash" if crashes else ""
-    x_title = f"{unit} since the first batch line"
+    return [r | {"t": _r(r["t"] / div, 4)} for r in rows], [c | {"t": _r(c["t"] / div, 4)} for c in crashes], unit
+
+
+@dataclass(frozen=True)
+class ServingLook:
+    """What the serving panels share: the runs' colours (``first_color`` the same, carrying the one
+    legend of the runs when comparing: the first panel's), the window's tooltip, whether each window
+    is drawn as a point (few windows), and the crash rule (none when no run crashed while serving)."""
+
+    color: Any
+    first_color: Any
+    tip_time: list[Any]
+    points: bool
+    compare: bool
+    crash: Any
+
+
+def serving_look(report: Report, rows: list[dict[str, Any]], crashes: list[dict[str, Any]]) -> ServingLook:
+    """The encodings and marks every panel of this report's serving chart draws with."""
+    alt = _alt()
     runs = [s.label or s.run.name for s in report.subjects]
     run_scale = alt.Scale(domain=runs, range=list(RUN_COLORS[: len(runs)]))
     color = alt.Color("run:N", scale=run_scale, title="run", legend=None)
-    # comparing: the first panel's line carries the one legend of the runs
-    first_color = alt.Color("run:N", scale=run_scale, title="run", legend=alt.Legend(orient="right", symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3)) if report.compare else color
-    points = len(rows) <= 150 * len(runs)  # few windows: show each one
-    tip_time = [alt.Tooltip("run:N"), alt.Tooltip("time:N", title="window start")]
+    legend = alt.Legend(orient="right", symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3)
+    return ServingLook(
+        color=color,
+        first_color=alt.Color("run:N", scale=run_scale, title="run", legend=legend) if report.compare else color,
+        tip_time=[alt.Tooltip("run:N"), alt.Tooltip("time:N", title="window start")],
+        points=len(rows) <= 150 * len(runs),
+        compare=report.compare,
+        crash=serving_crash_rule(crashes),
+    )
 
-    def line(field: str, **kw: Any) -> altair.Chart:
-        mark = {"point": alt.OverlayMarkDef(size=14)} if points else {}
-        return alt.Chart().transform_filter(f"isValid(datum.{field})").mark_line(**mark, **kw)
 
-    panels = []
+def serving_crash_rule(crashes: list[dict[str, Any]]) -> altair.Chart | None:
+    """The crashes while serving as dark red dashed lines, with their own data."""
+    if not crashes:
+        return None
+    alt = _alt()
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("time:N", title="crash at"), alt.Tooltip("label:N", title="cause")]
+    return alt.Chart(alt.Data(values=crashes)).mark_rule(color="#7f0000", strokeWidth=2, strokeDash=[6, 3]).encode(tooltip=tooltip)
+
+
+def _line(look: ServingLook, field: str, **kw: Any) -> altair.Chart:
+    """A line of one field over the windows that have it."""
+    alt = _alt()
+    mark = {"point": alt.OverlayMarkDef(size=14)} if look.points else {}
+    return alt.Chart().transform_filter(f"isValid(datum.{field})").mark_line(**mark, **kw)
+
+
+def throughput_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.LayerChart | None:
+    """Decode throughput (median line, p10-p90 band), else prefill throughput; the crashes marked."""
+    alt = _alt()
+    crash = [look.crash] if look.crash is not None else []
+    note = "; dark red: crash" if crash else ""
     if _has(rows, "decode_p50"):
-        tps = [alt.Tooltip("decode_p50:Q", title="p50 tok/s", format=".1f"), alt.Tooltip("decode_p10:Q", title="p10 tok/s", format=".1f"), alt.Tooltip("decode_p90:Q", title="p90 tok/s", format=".1f")]
-        band = alt.Chart().transform_filter("isValid(datum.decode_p50)").mark_area(opacity=0.2).encode(y="decode_p10:Q", y2="decode_p90:Q", color=first_color)
-        mid = line("decode_p50").encode(y=alt.Y("decode_p50:Q", title="decode tok/s"), color=first_color, tooltip=[*tip_time, *tps])
-        layers = [band, mid]
-        title = "Decode throughput per window, tok/s (line: median, band: p10–p90)"
-        if crash_layer is not None:
-            layers.append(crash_layer)
-        panels.append(alt.layer(*layers).properties(title=title + crash_note))
-    elif _has(rows, "prefill_p50"):
-        pre = line("prefill_p50").encode(y=alt.Y("prefill_p50:Q", title="prefill tok/s"), color=first_color, tooltip=[*tip_time, alt.Tooltip("prefill_p50:Q", format=".1f")])
-        panels.append(alt.layer(pre, *([crash_layer] if crash_layer is not None else [])).properties(title="Prefill (input) throughput per window, tok/s (median)" + crash_note))
-    if _has(rows, "running") or _has(rows, "queue"):
-        series = alt.Scale(domain=["running", "queue"], range=[[1, 0], [5, 3]])
-        reqs = (
-            alt.Chart()
-            .transform_fold(["running", "queue"], as_=["series", "requests"])
-            .transform_filter("isValid(datum.requests)")
-            .mark_line(interpolate="step-after")
-            .encode(
-                y=alt.Y("requests:Q", title="requests", scale=alt.Scale(domainMin=0) if any(r["running"] or r["queue"] for r in rows) else alt.Scale(domain=[0, 1])),
-                color=color if report.compare else alt.Color("series:N", title=None, scale=alt.Scale(domain=["running", "queue"], range=["#4c78a8", "#e45756"]), legend=alt.Legend(orient="right")),
-                strokeDash=alt.StrokeDash("series:N", title=None, scale=series, legend=alt.Legend(orient="right")),
-                detail="run:N",
-                tooltip=[*tip_time, alt.Tooltip("series:N"), alt.Tooltip("requests:Q")],
-            )
+        tps = [alt.Tooltip(f"decode_{p}:Q", title=f"{p} tok/s", format=".1f") for p in ("p50", "p10", "p90")]
+        band = alt.Chart().transform_filter("isValid(datum.decode_p50)").mark_area(opacity=0.2).encode(y="decode_p10:Q", y2="decode_p90:Q", color=look.first_color)
+        mid = _line(look, "decode_p50").encode(y=alt.Y("decode_p50:Q", title="decode tok/s"), color=look.first_color, tooltip=[*look.tip_time, *tps])
+        return alt.layer(band, mid, *crash).properties(title="Decode throughput per window, tok/s (line: median, band: p10–p90)" + note)
+    if _has(rows, "prefill_p50"):
+        tip = [*look.tip_time, alt.Tooltip("prefill_p50:Q", format=".1f")]
+        pre = _line(look, "prefill_p50").encode(y=alt.Y("prefill_p50:Q", title="prefill tok/s"), color=look.first_color, tooltip=tip)
+        return alt.layer(pre, *crash).properties(title="Prefill (input) throughput per window, tok/s (median)" + note)
+    return None
+
+
+def requests_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.Chart | None:
+    """Running (solid) and queued (dashed) requests, a window's maximum; coloured by run when comparing."""
+    if not (_has(rows, "running") or _has(rows, "queue")):
+        return None
+    alt = _alt()
+    series = ["running", "queue"]
+    scale = alt.Scale(domainMin=0) if any(r["running"] or r["queue"] for r in rows) else alt.Scale(domain=[0, 1])
+    by_series = alt.Color("series:N", title=None, scale=alt.Scale(domain=series, range=["#4c78a8", "#e45756"]), legend=alt.Legend(orient="right"))
+    return (
+        alt.Chart()
+        .transform_fold(series, as_=["series", "requests"])
+        .transform_filter("isValid(datum.requests)")
+        .mark_line(interpolate="step-after")
+        .encode(
+            y=alt.Y("requests:Q", title="requests", scale=scale),
+            color=look.color if look.compare else by_series,
+            strokeDash=alt.StrokeDash("series:N", title=None, scale=alt.Scale(domain=series, range=[[1, 0], [5, 3]]), legend=alt.Legend(orient="right")),
+            detail="run:N",
+            tooltip=[*look.tip_time, alt.Tooltip("series:N"), alt.Tooltip("requests:Q")],
         )
-        panels.append(reqs.properties(title="Requests per window: running (solid) and queued (dashed), maximum"))
-    if any(r["retractions"] for r in rows):
-        panels.append(
-            alt.Chart()
-            .transform_filter("datum.retractions > 0")
-            .mark_rule(color="#d62728", strokeWidth=2)
-            .encode(
-                y=alt.Y("retractions:Q", title="retractions", scale=alt.Scale(zero=True)),
-                y2=alt.datum(0),
-                detail="run:N",
-                tooltip=[*tip_time, alt.Tooltip("retractions:Q", title="KV retractions")],
-            )
-            .properties(title="KV cache retractions per window (requests pushed back because the KV pool was full)", height=70)
+        .properties(title="Requests per window: running (solid) and queued (dashed), maximum")
+    )
+
+
+def retractions_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.Chart | None:
+    """KV cache retractions per window, as bars of rules; none when there were none."""
+    if not any(r["retractions"] for r in rows):
+        return None
+    alt = _alt()
+    return (
+        alt.Chart()
+        .transform_filter("datum.retractions > 0")
+        .mark_rule(color="#d62728", strokeWidth=2)
+        .encode(
+            y=alt.Y("retractions:Q", title="retractions", scale=alt.Scale(zero=True)),
+            y2=alt.datum(0),
+            detail="run:N",
+            tooltip=[*look.tip_time, alt.Tooltip("retractions:Q", title="KV retractions")],
         )
-    if _has(rows, "token_usage"):
-        panels.append(
-            line("token_usage")
-            .encode(
-                y=alt.Y("token_usage:Q", title="KV token usage", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
-                color=color,
-                tooltip=[*tip_time, alt.Tooltip("token_usage:Q", title="token usage", format=".1%")],
-            )
-            .properties(title="KV cache token usage (mean per window)")
+        .properties(title="KV cache retractions per window (requests pushed back because the KV pool was full)", height=70)
+    )
+
+
+def token_usage_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.Chart | None:
+    if not _has(rows, "token_usage"):
+        return None
+    alt = _alt()
+    return (
+        _line(look, "token_usage")
+        .encode(
+            y=alt.Y("token_usage:Q", title="KV token usage", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+            color=look.color,
+            tooltip=[*look.tip_time, alt.Tooltip("token_usage:Q", title="token usage", format=".1%")],
         )
-    if _has(rows, "cuda_graph"):
-        panels.append(
-            line("cuda_graph", interpolate="step-after")
-            .encode(
-                y=alt.Y("cuda_graph:Q", title="on CUDA graph", axis=alt.Axis(format="%", tickCount=3), scale=alt.Scale(domain=[0, 1])),
-                color=color,
-                tooltip=[*tip_time, alt.Tooltip("cuda_graph:Q", title="decode batches on CUDA graph", format=".0%")],
-            )
-            .properties(title="CUDA-graph coverage: share of decode batches run as a captured graph", height=70)
+        .properties(title="KV cache token usage (mean per window)")
+    )
+
+
+def cuda_graph_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.Chart | None:
+    if not _has(rows, "cuda_graph"):
+        return None
+    alt = _alt()
+    return (
+        _line(look, "cuda_graph", interpolate="step-after")
+        .encode(
+            y=alt.Y("cuda_graph:Q", title="on CUDA graph", axis=alt.Axis(format="%", tickCount=3), scale=alt.Scale(domain=[0, 1])),
+            color=look.color,
+            tooltip=[*look.tip_time, alt.Tooltip("cuda_graph:Q", title="decode batches on CUDA graph", format=".0%")],
         )
-    if _has(rows, "accept_len"):
-        panels.append(
-            line("accept_len")
-            .encode(
-                y=alt.Y("accept_len:Q", title="accept length (tokens)", scale=alt.Scale(zero=True)),
-                color=color,
-                tooltip=[*tip_time, alt.Tooltip("accept_len:Q", title="accept length", format=".2f")],
-            )
-            .properties(title="Speculative decoding: mean accept length per window (tokens)")
+        .properties(title="CUDA-graph coverage: share of decode batches run as a captured graph", height=70)
+    )
+
+
+def accept_len_panel(rows: list[dict[str, Any]], look: ServingLook) -> altair.Chart | None:
+    if not _has(rows, "accept_len"):
+        return None
+    alt = _alt()
+    return (
+        _line(look, "accept_len")
+        .encode(
+            y=alt.Y("accept_len:Q", title="accept length (tokens)", scale=alt.Scale(zero=True)),
+            color=look.color,
+            tooltip=[*look.tip_time, alt.Tooltip("accept_len:Q", title="accept length", format=".2f")],
         )
-    # one x scale for every panel; only the bottom panel carries the axis title
-    x_domain = [min(r["t"] for r in rows + crashes), max(r["t"] for r in rows + crashes)]
+        .properties(title="Speculative decoding: mean accept length per window (tokens)")
+    )
+
+
+# the serving chart's panels, top to bottom: each builds one, or None when the runs have nothing for it
+SERVING_PANELS = (throughput_panel, requests_panel, retractions_panel, token_usage_panel, cuda_graph_panel, accept_len_panel)
+
+
+def on_one_x(panels: list[Any], ts: list[float], unit: str) -> list[Any]:
+    """The panels on one x scale (``ts``' extent), sized; only the bottom panel carries the axis title."""
+    alt = _alt()
+    scale = alt.Scale(domain=[min(ts), max(ts)], nice=False)
     sized = []
     for i, p in enumerate(panels):
         last = i == len(panels) - 1
-        p = p.encode(x=alt.X("t:Q", title=x_title if last else None, scale=alt.Scale(domain=x_domain, nice=False)))
+        p = p.encode(x=alt.X("t:Q", title=f"{unit} since the first batch line" if last else None, scale=scale))
         sized.append(p.properties(width=WIDTH, height=p.height if isinstance(p.height, int) else 120))
+    return sized
+
+
+def serving_chart(report: Report) -> dict[str, Any] | None:
+    alt = _alt()
+    rows, crashes, unit = serving_data(report)
+    if not rows:
+        return None
+    look = serving_look(report, rows, crashes)
+    panels = [p for build in SERVING_PANELS if (p := build(rows, look)) is not None]
+    sized = on_one_x(panels, [r["t"] for r in rows + crashes], unit)
     title = alt.Title(f"Serving, aggregated in {report.window} windows", subtitle=_subtitle(report), anchor="start")
     chart = alt.vconcat(*sized, data=alt.Data(values=rows), spacing=16).properties(title=title)
     chart = chart.resolve_scale(color="independent").resolve_legend(color="independent", strokeDash="independent").configure_title(anchor="start")
