@@ -298,9 +298,15 @@ def grouped(frame: pl.DataFrame, key: pl.Expr, aggs: list[pl.Expr]) -> pl.DataFr
     name = key.meta.output_name()
     used = {c for e in (key, *aggs) for c in e.meta.root_names()}
     frame = aligned(frame.select([c for c in frame.columns if c in used])).with_columns(key)
-    counts = frame.get_column(name).value_counts(name="n").drop_nulls(name).sort(name)
-    starts = counts.get_column("n").cum_sum() - counts.get_column("n")
-    cuts = counts.get_column(name).filter((starts // GROUP_ROWS).diff().fill_null(1) > 0).to_list()
+    keys = frame.get_column(name)
+    if keys.null_count() == 0 and keys.is_sorted():
+        frame = frame.with_columns(keys.set_sorted())  # (a window key in row order: polars groups it as slices, twice as fast)
+    if frame.height <= GROUP_ROWS:
+        cuts = []  # (one block: every row whose key is not null)
+    else:
+        counts = frame.get_column(name).value_counts(name="n").drop_nulls(name).sort(name)
+        starts = counts.get_column("n").cum_sum() - counts.get_column("n")
+        cuts = counts.get_column(name).filter((starts // GROUP_ROWS).diff().fill_null(1) > 0).to_list()
     lazy = frame.lazy()
     at = pl.col(name)
     parts = []

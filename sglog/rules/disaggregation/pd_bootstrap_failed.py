@@ -88,8 +88,9 @@ def _serving_since(run):
     marks = [(ready.file, ready.line)] if ready is not None else []
     b = run.batches
     if b.height and "line" in b.columns and "file" in b.columns:
-        first = b.select("file", "line").sort("line").row(0)
-        marks.append((first[0], first[1]))
+        at = b.get_column("line").arg_min()  # (the earliest batch line; not a sort of the frame)
+        if at is not None:
+            marks.append((b.get_column("file")[at], b.get_column("line")[at]))
     return min(marks) if marks else None
 
 
@@ -114,8 +115,9 @@ def _failures(run) -> list[Failure]:
         inner = frames[-1].get("function") if frames else None
         stage = "memory_registration" if inner == "register_buffer_to_engine" else "engine_init"
         out.append(Failure(e, stage, backend, exception_line(e), True))
-    since = _serving_since(run)
-    for e in run.events_of("glog", "ucx_log", "native_backtrace"):
+    engine = run.events_of("glog", "ucx_log", "native_backtrace")
+    since = _serving_since(run) if engine else None
+    for e in engine:
         serving = since is not None and (e.file, e.line) > since
         if e.kind == "glog":
             part = _glog_part(e)
