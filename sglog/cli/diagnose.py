@@ -84,53 +84,12 @@ def diagnose(
     window = Window.from_options(since, until, rank)  # (a bad value stops before reading)
     logs = log_paths(logs)
     read_ahead(logs)
-
-    from sglog.errors import NotSGLangLog, UsageError
-    from sglog.read.parse import parse_file
-
-    if select or ignore:  # check selectors before parsing anything (the read-ahead above is best effort)
-        from sglog.rules import choose
-
-        try:
-            choose(select, ignore)
-        except KeyError as e:
-            raise UsageError(e.args[0]) from None
-    parsed = [parse_file(p) for p in logs]
-    from sglog.diagnose import DiagnoseError, diagnose_runs, document, exit_code, looks_like_sglang, not_sglang_message
-    from sglog.runs.build import build_runs
-
-    ok, coverage = looks_like_sglang(parsed)
-    if not ok:
-        bad = [f for f in coverage["files"] if not f["sglang"]]
-        raise NotSGLangLog("; ".join(not_sglang_message(f) for f in bad))
-    runs = build_runs(parsed)
-    try:
-        findings = diagnose_runs(runs, select=select, ignore=ignore, options=conf.options or None)
-    except DiagnoseError as e:
-        raise UsageError(str(e.args[0])) from None
+    runs, findings, coverage = _diagnose(logs, select, ignore, conf.options or None)
     if window is not None:  # (the runs with a line in the window, the findings with evidence in it)
         runs, findings = window.findings(runs, findings)
-    from sglog.cli._common import PIPED_WIDTH, write_text
+    text = _render(fmt, runs, findings, coverage, window, to_file=output is not None)
+    from sglog.cli._common import write_text
 
-    if fmt == DiagnoseFormat.json:
-        doc = document(runs, findings, coverage) | ({"window": window.describe()} if window is not None else {})
-        text = jsonout.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
-    elif fmt == DiagnoseFormat.sarif:
-        from sglog.render.ci import sarif
-        from sglog.rules import RULES
-
-        text = sarif(findings, RULES)
-    elif fmt == DiagnoseFormat.github:
-        from sglog.render.ci import github
-
-        text = github(findings)
-    else:
-        from sglog.render.diagnose import render_rich
-
-        to_file = output is not None
-        text = render_rich(runs, findings, coverage, color=not to_file and use_color(sys.stdout), width=PIPED_WIDTH if to_file else term_width())
-        if window is not None and not runs:
-            text = f"No line of the logs is in the window ({window.text()}).\n"
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -140,7 +99,62 @@ def diagnose(
         from sglog.render.diagnose import summary_line
 
         sys.stderr.write(summary_line(runs, findings, coverage) + (f" (in the window: {window.text()})" if window is not None else "") + "\n")
+    from sglog.diagnose import exit_code
+
     raise SystemExit(exit_code(findings, fail_on.value))
+
+
+def _diagnose(logs: list[str], select: list[str] | None, ignore: list[str] | None, options) -> tuple[list, list, dict]:
+    """The logs' runs, their findings and the coverage document; NotSGLangLog when a file is
+    not SGLang's, UsageError for a bad rule selector (checked before anything is parsed)."""
+    from sglog.errors import NotSGLangLog, UsageError
+    from sglog.read.parse import parse_file
+
+    if select or ignore:  # check selectors before parsing anything (the read-ahead is best effort)
+        from sglog.rules import choose
+
+        try:
+            choose(select, ignore)
+        except KeyError as e:
+            raise UsageError(e.args[0]) from None
+    parsed = [parse_file(p) for p in logs]
+    from sglog.diagnose import DiagnoseError, diagnose_runs, looks_like_sglang, not_sglang_message
+    from sglog.runs.build import build_runs
+
+    ok, coverage = looks_like_sglang(parsed)
+    if not ok:
+        bad = [f for f in coverage["files"] if not f["sglang"]]
+        raise NotSGLangLog("; ".join(not_sglang_message(f) for f in bad))
+    runs = build_runs(parsed)
+    try:
+        findings = diagnose_runs(runs, select=select, ignore=ignore, options=options)
+    except DiagnoseError as e:
+        raise UsageError(str(e.args[0])) from None
+    return runs, findings, coverage
+
+
+def _render(fmt: DiagnoseFormat, runs: list, findings: list, coverage: dict, window: Window | None, to_file: bool) -> str:
+    """The diagnosis as text in ``fmt`` (rich: coloured on a terminal, at the piped width in a file)."""
+    if fmt == DiagnoseFormat.json:
+        from sglog.diagnose import document
+
+        doc = document(runs, findings, coverage) | ({"window": window.describe()} if window is not None else {})
+        return jsonout.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    if fmt == DiagnoseFormat.sarif:
+        from sglog.render.ci import sarif
+        from sglog.rules import RULES
+
+        return sarif(findings, RULES)
+    if fmt == DiagnoseFormat.github:
+        from sglog.render.ci import github
+
+        return github(findings)
+    from sglog.cli._common import PIPED_WIDTH
+    from sglog.render.diagnose import render_rich
+
+    if window is not None and not runs:
+        return f"No line of the logs is in the window ({window.text()}).\n"
+    return render_rich(runs, findings, coverage, color=not to_file and use_color(sys.stdout), width=PIPED_WIDTH if to_file else term_width())
 
 
 @app.command(
