@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -33,8 +34,6 @@ def events(
     rank: Annotated[list[str] | None, typer.Option("--rank", metavar="RANK", help=RANK_HELP)] = None,
 ) -> None:
     """Read logs into typed events: every event with its line, time, rank and fields (or, with --stats, how much of each file was understood)."""
-    import json
-
     from sglog.cli._common import log_paths, read_ahead
 
     if kind:
@@ -42,69 +41,84 @@ def events(
     window = Window.from_options(since, until, rank)  # (a bad value stops before reading)
     logs = log_paths(logs)
     read_ahead(logs)
-
-    from sglog.read.inputs import open_source
-    from sglog.read.parse import parse_source
-
-    # (a file's batch and access rows are read without their text, which is read again from the
-    # file as the rows are written: the texts of all rows held at once took more memory than the
-    # log itself, #28; a pipe has one reading, whose copy may be cut short: its rows keep their text)
-    parsed = []
-    for name in logs:  # (each input opened as it is read: see inputs.MAX_OPEN_FILES)
-        src = open_source(name)
-        parsed.append(parse_source(src, keep_text=not stats and src.stream is not None))
+    parsed = _parse_all(logs, keep_text=not stats)
     if stats:
-        doc = {"files": [p.stats() for p in parsed]}
-        if fmt in (TableFormat.json, TableFormat.jsonl):
-            write_text(jsonout.dumps(doc, indent=2), output)
-            return
-        from sglog.render.tables import stats_table
-
-        stdout_console().print(stats_table(doc))
+        _write_stats(parsed, fmt, output)
         return
-    wanted = set(kind or [])
-
-    def selected():  # (streamed: the export holds one batch of rows at a time, #28)
-        for p in parsed:
-            rows = p.iter_dicts() if window is None else window.rows(p.iter_dicts())  # (every kind: an untimed line takes the time before it)
-            rows = (d for d in rows if not wanted or d["kind"] in wanted)
-            yield from rows if p.source.stream is not None else with_text(rows, p.source)
-
+    rows = _selected(parsed, window, set(kind or []))
     if fmt == TableFormat.jsonl or fmt == TableFormat.json:
-        write_lines((jsonout.dumps(_export(r), default=str, ensure_ascii=False) + "\n" for r in selected()), output)
+        write_lines((jsonout.dumps(_export(r), default=str, ensure_ascii=False) + "\n" for r in rows), output)
         return
     if fmt == TableFormat.table:
         from sglog.render.tables import events_table
 
-        stdout_console().print(events_table(list(selected()), width=output_width()))
+        stdout_console().print(events_table(list(rows), width=output_width()))
         return
     import itertools
 
+    write_frames((_frame_of(batch) for batch in iter(lambda: list(itertools.islice(rows, EXPORT_BATCH)), [])), fmt, output)
+
+
+def _parse_all(logs: list[str], keep_text: bool) -> list:
+    """The logs parsed, each input opened as it is read (see inputs.MAX_OPEN_FILES).  A file's
+    batch and access rows are read without their text, which is read again from the file as the
+    rows are written (the texts of all rows held at once took more memory than the log itself,
+    #28); a pipe has one reading, whose copy may be cut short: its rows keep their text."""
+    from sglog.read.inputs import open_source
+    from sglog.read.parse import parse_source
+
+    parsed = []
+    for name in logs:
+        src = open_source(name)
+        parsed.append(parse_source(src, keep_text=keep_text and src.stream is not None))
+    return parsed
+
+
+def _write_stats(parsed: list, fmt: TableFormat, output: Path | None) -> None:
+    """``--stats``: each file's line accounting, as JSON or a table."""
+    doc = {"files": [p.stats() for p in parsed]}
+    if fmt in (TableFormat.json, TableFormat.jsonl):
+        write_text(jsonout.dumps(doc, indent=2), output)
+        return
+    from sglog.render.tables import stats_table
+
+    stdout_console().print(stats_table(doc))
+
+
+def _selected(parsed: list, window: Window | None, wanted: set[str]) -> Iterator[dict]:
+    """The rows to export, streamed (the export holds one batch of rows at a time, #28): every
+    kind goes through the window (an untimed line takes the time before it), then the kinds."""
+    for p in parsed:
+        rows = p.iter_dicts() if window is None else window.rows(p.iter_dicts())
+        rows = (d for d in rows if not wanted or d["kind"] in wanted)
+        yield from rows if p.source.stream is not None else with_text(rows, p.source)
+
+
+def _frame_of(rows: list[dict]):
+    """A batch of rows as a frame, column by column in the order the keys come (polars' frame of
+    the row dicts held far more memory a row on the way; the same columns, types and values);
+    nested values as JSON text, in every format (CSV has none).  Empties ``rows``."""
+    import json
+
     import polars as pl
 
-    def frame_of(rows: list[dict]) -> pl.DataFrame:
-        # (column by column, in the order the keys come: polars' frame of the row dicts held
-        # far more memory a row on the way; the same columns, types and values)
-        n = len(rows)
-        columns: dict[str, list] = {}
-        for i, r in enumerate(rows):
-            for k, v in _export(r).items():
-                c = columns.get(k)
-                if c is None:
-                    c = columns[k] = [None] * n
-                c[i] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v  # (nested values as JSON text, in every format: CSV has none)
-        rows.clear()
-        frame = pl.DataFrame([pl.Series(k, c, strict=False) for k, c in columns.items()])
-        columns.clear()
-        if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
-            # (a datetime, as in the Python API, when every event's time has its date)
-            ts = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
-            if ts.null_count() == frame["ts"].null_count():
-                frame = frame.with_columns(ts.alias("ts"))
-        return frame
-
-    rows = selected()
-    write_frames((frame_of(batch) for batch in iter(lambda: list(itertools.islice(rows, EXPORT_BATCH)), [])), fmt, output)
+    n = len(rows)
+    columns: dict[str, list] = {}
+    for i, r in enumerate(rows):
+        for k, v in _export(r).items():
+            c = columns.get(k)
+            if c is None:
+                c = columns[k] = [None] * n
+            c[i] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v
+    rows.clear()
+    frame = pl.DataFrame([pl.Series(k, c, strict=False) for k, c in columns.items()])
+    columns.clear()
+    if "ts" in frame.columns and frame.height and frame["ts"].dtype == pl.String:
+        # (a datetime, as in the Python API, when every event's time has its date)
+        ts = frame["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)
+        if ts.null_count() == frame["ts"].null_count():
+            frame = frame.with_columns(ts.alias("ts"))
+    return frame
 
 
 EXPORT_BATCH = 50_000  # rows per frame of an export: it bounds the Python dicts held on the way
