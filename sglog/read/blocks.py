@@ -14,6 +14,7 @@ with torch's log lines) and, when the exception's message is one SGLang raises,
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,6 +32,9 @@ def _re(name: str):
 
 def _frame(fm) -> dict[str, Any]:
     return {"file": fm.group("path"), "line": int(fm.group("lineno")), "function": (fm.group("func") or "").strip()}
+
+
+_TB_START = "Traceback (most recent call last):"
 
 
 def read_traceback(lines: list[str], catalogued: Catalogued | None = None) -> tuple[str, dict[str, Any]]:
@@ -53,64 +57,112 @@ def read_traceback(lines: list[str], catalogued: Catalogued | None = None) -> tu
     """
     if lines and _re("TB_LOGGING_ERROR").match(lines[0]):
         return "logging_error", read_logging_error(lines)
-    head = _re("TB_HEAD")
-    frame_re = _re("TB_FRAME")
-    exc_re = _re("TB_EXCEPTION")
-    chain_re = _re("TB_CHAIN")
-    pre_re = _re("TB_EXC_PREFACE")
-    any_exc_re = _re("TB_EXCEPTION_ANY")
+    component, preface, start, complete_head = _traceback_head(lines)
+    chain = _Chain()
+    chain.read(lines[start:], complete_head)
+    hints = _settle_messages(chain.exceptions)
+    fields = _chain_fields(chain, component, complete_head)
+    if catalogued is not None:
+        fields.update(_named_message(chain.exceptions, catalogued))
+    if not complete_head and not component:
+        fields["fragment"] = True  # the excerpt starts inside the traceback
+    if preface and not component:
+        fields["preface"] = preface.strip()
+    if hints:
+        fields["hints"] = hints
+    oom, facts = _message_facts(chain.exceptions)
+    fields.update(facts)
+    return ("oom" if oom else "scheduler_exception" if component else "traceback"), fields
 
+
+def _traceback_head(lines: list[str]) -> tuple[str | None, str, int, bool]:
+    """(component, preface, start, complete head) of a traceback block: the component named by a
+    preface line above ``Traceback (most recent call last):`` or by the text before it on its own
+    line (that text is the ``preface``), the index of the traceback's head line, and whether the
+    head line is there (not an excerpt's middle)."""
     component = None
     preface = ""
     start = 0
     pm = _re("TB_PREFACE_LINE").match(lines[0]) if lines else None
-    if pm and len(lines) > 1 and lines[1].startswith("Traceback (most recent call last):"):
+    if pm and len(lines) > 1 and lines[1].startswith(_TB_START):
         component = pm.group("component")
         start = 1
-    hm = head.match(lines[start]) if len(lines) > start else None
-    complete_head = hm is not None
+    hm = _re("TB_HEAD").match(lines[start]) if len(lines) > start else None
     if hm and start == 0:
         preface = hm.group("preface") or ""
-        pm2 = pre_re.search(preface)
+        pm2 = _re("TB_EXC_PREFACE").search(preface)
         if pm2:
             component = pm2.group("component") or pm2.group("component2")
+    return component, preface, start, hm is not None
 
-    exceptions: list[dict[str, Any]] = []
-    current_frames: list[dict[str, Any]] = []
-    message: list[str] | None = None  # lines of the current exception's message
-    source: str | None = None  # the source line under the last frame (a cut block: the call it was making)
-    for i, text in enumerate(lines[start:]):
-        if (i == 0 and hm) or text.startswith("Traceback (most recent call last):"):
-            current_frames = []
-            message = None
-            continue
-        if chain_re.match(text):
-            message = None
-            continue
-        if message is not None:
-            message.append(text)
-            continue
-        fm = frame_re.match(text)
-        if fm:
-            current_frames.append(_frame(fm))
-            source = None
-            continue
-        if text[:1].isspace() or not text.strip():
-            if source is None and current_frames and text.strip():
-                source = text.strip()
-            continue  # source and caret lines under a frame
+
+class _Chain:
+    """The exceptions of a traceback block, read line by line (oldest first): each one's ``type``,
+    message ``lines``, ``frames`` and ``raise_line`` (the source line under its last frame)."""
+
+    __slots__ = ("exceptions", "frames", "message", "source")
+
+    def __init__(self) -> None:
+        self.exceptions: list[dict[str, Any]] = []
+        self.frames: list[dict[str, Any]] = []  # the current traceback's
+        self.message: list[str] | None = None  # lines of the current exception's message
+        self.source: str | None = None  # the source line under the last frame (a cut block: the call it was making)
+
+    def read(self, lines: list[str], has_head: bool) -> None:
+        """Read a traceback's lines (``has_head``: the first one is its head line)."""
+        chain_re = _re("TB_CHAIN")
+        frame_re = _re("TB_FRAME")
+        exc_re = _re("TB_EXCEPTION")
+        any_exc_re = _re("TB_EXCEPTION_ANY")
+        for i, text in enumerate(lines):
+            if (i == 0 and has_head) or text.startswith(_TB_START):
+                self.frames = []  # a (chained exception's) traceback starts
+                self.message = None
+            elif chain_re.match(text):
+                self.message = None  # `During handling of the above exception ...`
+            elif self.message is not None:
+                self.message.append(text)  # the message goes on
+            else:
+                fm = frame_re.match(text)
+                if fm:
+                    self.frames.append(_frame(fm))
+                    self.source = None
+                elif text[:1].isspace() or not text.strip():
+                    if self.source is None and self.frames and text.strip():
+                        self.source = text.strip()  # the frame's source line (then caret lines, blank ones)
+                else:
+                    self._exception_line(text, exc_re, any_exc_re)
+
+    def _exception_line(self, text: str, exc_re: re.Pattern, any_exc_re: re.Pattern) -> None:
+        """An unindented line: the exception's, when it reads as one (any such line where frames end)."""
         em = exc_re.match(text)
-        if em is None and current_frames:
-            em = any_exc_re.match(text)  # where frames end, the unindented line is the exception's
+        if em is None and self.frames:
+            em = any_exc_re.match(text)
         if em:
-            message = [(em.group("message") or "").strip()]
-            exceptions.append({"type": em.group("type"), "lines": message, "frames": current_frames, "raise_line": source})
-            continue
+            self.message = [(em.group("message") or "").strip()]
+            self.exceptions.append({"type": em.group("type"), "lines": self.message, "frames": self.frames, "raise_line": self.source})
+
+    def pending_call(self) -> dict[str, Any] | None:
+        """A block cut before its exception line: the call its last frame's source line was making."""
+        if self.exceptions or not self.frames or not self.source:
+            return None
+        cm = _re("TB_SOURCE_CALL").match(self.source)
+        return {"file": self.frames[-1]["file"], "line": None, "function": cm.group("call")} if cm else None
+
+
+def _settle_messages(exceptions: list[dict[str, Any]]) -> list[str]:
+    """Join each exception's message ``lines`` into its ``message``; return the hints after them."""
     hints: list[str] = []
     for exc in exceptions:
         body, exc_hints = _split_hints(exc.pop("lines"))
         exc["message"] = "\n".join(body)
         hints.extend(exc_hints)
+    return hints
+
+
+def _chain_fields(chain: _Chain, component: str | None, complete_head: bool) -> dict[str, Any]:
+    """A traceback's root and final exceptions, its chain, the root's frames and what they say."""
+    exceptions = chain.exceptions
     root = exceptions[0] if exceptions else None
     final = exceptions[-1] if exceptions else None
     fields: dict[str, Any] = {
@@ -120,32 +172,22 @@ def read_traceback(lines: list[str], catalogued: Catalogued | None = None) -> tu
         "final_exc_type": final["type"] if final else None,
         "final_exc_message": final["message"] if final else None,
         "exceptions": [{"type": e["type"], "message": e["message"]} for e in exceptions],
-        "frames": root["frames"] if root else current_frames,
+        "frames": root["frames"] if root else chain.frames,
         "truncated": not complete_head or not exceptions,
     }
-    pending = None
-    if not exceptions and current_frames and source:
-        # cut before its exception line: the call on the last frame's source line was under way
-        cm = _re("TB_SOURCE_CALL").match(source)
-        if cm:
-            pending = {"file": current_frames[-1]["file"], "line": None, "function": cm.group("call")}
-    fields.update(pyframes.describe([e["frames"] for e in exceptions] if exceptions else [current_frames], pending))
-    if catalogued is not None:
-        fields.update(_named_message(exceptions, catalogued))
-    if not complete_head and not component:
-        fields["fragment"] = True  # the excerpt starts inside the traceback
-    if preface and not component:
-        fields["preface"] = preface.strip()
-    if hints:
-        fields["hints"] = hints
-    kind = "scheduler_exception" if component else "traceback"
+    fields.update(pyframes.describe([e["frames"] for e in exceptions] if exceptions else [chain.frames], chain.pending_call()))
+    return fields
+
+
+def _message_facts(exceptions: list[dict[str, Any]]) -> tuple[bool, dict[str, Any]]:
+    """(CUDA OOM?, facts) from a chain's messages: :func:`_known_messages`, and the OOM's numbers."""
     messages = [e["message"] for e in exceptions]
-    fields.update(_known_messages(messages))
+    facts = _known_messages(messages)
     blob = "\n".join(messages) + " " + " ".join(e["type"] for e in exceptions)
-    if _re("OOM_TEXT").search(blob):
-        kind = "oom"
-        fields.update(oom_numbers(blob))
-    return kind, fields
+    if not _re("OOM_TEXT").search(blob):
+        return False, facts
+    facts.update(oom_numbers(blob))
+    return True, facts
 
 
 def _split_hints(lines: list[str]) -> tuple[list[str], list[str]]:
