@@ -427,76 +427,19 @@ def build_plan(
     UsageError, or with ``assume`` the default launcher with only the fixes' flags
     (``base`` ``"assumed"``).
     """
-    base, notes = pinned(run)
-    kind = "launch_line" if run.launch_command else "server_args"
-    if not base:
-        if not assume:
-            raise UsageError(f"run {run.index} ({run.name}) has neither a server_args dump nor a launch command; cannot rebuild its launch")
-        kind = "assumed"
-        notes.append("the log shows neither the launch command nor the server arguments: the command holds only the suggested flags; add the model path and the original flags")
+    base, kind, notes = _base(run, assume)
     if launcher is None:
         launcher, lnotes = choose_launcher(run.launch_command)
         notes = lnotes + notes
     chosen, fnotes = choose_findings(findings, run.index, select)
     notes = notes + fnotes
-    dump = dict(run.args or {})
-    final: dict[str, Any] = dict(base)
-    base_d = dict(base)
-    order = [f for f, _ in base]
-    changes: list[Change] = []
-    decided: dict[str, int] = {}  # flag -> index in changes of the change that holds
-
-    def apply(flag_name: str, value: Any, reason: str, source: str, strong: bool, holds: bool = True) -> None:
-        flag, field = normalize_flag(flag_name)
-        # (a fix's "true" is a switch without a value (sglog.rules.base), unless the dump shows the field takes one)
-        switch = not strong and value == "true" and (field not in dump or isinstance(dump[field], bool))
-        after = _coerce(value, switch or _bool_field(field, dump, final), flag)
-        before = dump.get(field) if field in dump else base_d.get(flag)
-        origin = (run.arg_origins or {}).get(field) if field in dump else ("explicit" if flag in base_d else None)
-        cur = final.get(flag)
-        if after is None:
-            kind = "remove" if flag in final else "same"
-        elif flag in final and flag_words(flag, cur) == flag_words(flag, after):
-            kind = "same"
-        elif flag not in final and field in dump and _same(dump[field], after if not isinstance(after, list) else after):
-            kind = "pin"
-        else:
-            kind = "set"
-        ch = Change(flag, field, before, origin, after, reason, source, kind=kind)
-        if not holds:  # another finding's fix decides this flag
-            changes.append(_replace(ch, applied=False))
-            return
-        if flag in decided:
-            prev = changes[decided[flag]]
-            if not strong:  # an earlier finding already decided this flag
-                changes.append(_replace(ch, applied=False))
-                return
-            changes[decided[flag]] = _replace(prev, applied=False)
-        decided[flag] = len(changes)
-        changes.append(ch)
-        if after is None:
-            final.pop(flag, None)
-        else:
-            if flag not in order:
-                order.append(flag)
-            final[flag] = after
-
-    decisions = decide(chosen)
-    for f in chosen:  # (each fix's flags, in the findings' order; the one decide() picked holds, the others are listed as not applied)
-        for flag, value in f.fix.args.items():
-            d = decisions.get(sargs.flag_of(sargs.field_of(flag)))
-            apply(flag, value, f.fix.summary, f"{f.code} {f.name}", strong=False, holds=d is None or d.won is f)
+    flags = _Flags(run, base)
+    _apply_fixes(flags, chosen)
     for flag, value in sets:
-        apply(flag, value, "--set", "--set", strong=True)
+        flags.apply(flag, value, "--set", "--set", strong=True)
     if not chosen and not list(sets):
         notes.append("no fix to apply: the relaunch repeats the original command")
-    # the nodes of the relaunch, as its own flags say (SGLang's defaults: one node, rank 0)
-    nnodes, node_rank = _flag_int(final.get("--nnodes"), 1), _flag_int(final.get("--node-rank"), 0)
-    if nnodes > 1:
-        node_rank = node_rank if 0 <= node_rank < nnodes else 0
-        notes.append(f"a {nnodes}-node launch: this is the command of node rank {node_rank}; each other node runs it with its own --node-rank (listed below), and --execute starts this node only")
-    else:
-        nnodes, node_rank = 1, 0
+    nnodes, node_rank, nnotes = _nodes(flags.final)
     return Plan(
         log=log or (run.files[0] if run.files else ""),
         run=run.index,
@@ -504,14 +447,108 @@ def build_plan(
         ending=run.ending.describe() if run.ending else None,
         launcher=tuple(launcher),
         original=tuple(base),
-        final=tuple((f, final[f]) for f in order if f in final),
-        changes=tuple(changes),
+        final=flags.pairs(),
+        changes=tuple(flags.changes),
         findings=tuple(f"{f.code} {f.name}" for f in chosen),
-        notes=tuple(notes),
+        notes=tuple(notes + nnotes),
         nnodes=nnodes,
         node_rank=node_rank,
         base=kind,
     )
+
+
+def _base(run, assume: bool) -> tuple[list[tuple[str, Any]], str, list[str]]:
+    """The flags the relaunch is built on (``pinned``), what they come from (``Plan.base``), and notes."""
+    base, notes = pinned(run)
+    kind = "launch_line" if run.launch_command else "server_args"
+    if not base:
+        if not assume:
+            raise UsageError(f"run {run.index} ({run.name}) has neither a server_args dump nor a launch command; cannot rebuild its launch")
+        kind = "assumed"
+        notes.append("the log shows neither the launch command nor the server arguments: the command holds only the suggested flags; add the model path and the original flags")
+    return base, kind, notes
+
+
+def _apply_fixes(flags: _Flags, chosen) -> None:
+    """Each fix's flags, in the findings' order; the one ``decide()`` picked holds, the others are listed as not applied."""
+    decisions = decide(chosen)
+    for f in chosen:
+        for flag, value in f.fix.args.items():
+            d = decisions.get(sargs.flag_of(sargs.field_of(flag)))
+            flags.apply(flag, value, f.fix.summary, f"{f.code} {f.name}", strong=False, holds=d is None or d.won is f)
+
+
+def _nodes(final: dict[str, Any]) -> tuple[int, int, list[str]]:
+    """(nodes, node rank, notes) of the relaunch, as its own flags say (SGLang's defaults: one node, rank 0)."""
+    nnodes, node_rank = _flag_int(final.get("--nnodes"), 1), _flag_int(final.get("--node-rank"), 0)
+    if nnodes <= 1:
+        return 1, 0, []
+    node_rank = node_rank if 0 <= node_rank < nnodes else 0
+    return (
+        nnodes,
+        node_rank,
+        [f"a {nnodes}-node launch: this is the command of node rank {node_rank}; each other node runs it with its own --node-rank (listed below), and --execute starts this node only"],
+    )
+
+
+class _Flags:
+    """The relaunch's flags while the fixes and ``--set`` are applied, and the changes made so far."""
+
+    def __init__(self, run, base: list[tuple[str, Any]]) -> None:
+        self.dump: dict[str, Any] = dict(run.args or {})
+        self.origins: dict[str, str] = run.arg_origins or {}
+        self.base = dict(base)
+        self.final: dict[str, Any] = dict(base)
+        self.order = [f for f, _ in base]
+        self.changes: list[Change] = []
+        self.decided: dict[str, int] = {}  # flag -> index in changes of the change that holds
+
+    def pairs(self) -> tuple[tuple[str, Any], ...]:
+        """The final (flag, value) pairs: the original's order, then new flags as they were added."""
+        return tuple((f, self.final[f]) for f in self.order if f in self.final)
+
+    def apply(self, flag_name: str, value: Any, reason: str, source: str, strong: bool, holds: bool = True) -> None:
+        """One flag of a fix (``strong``: of ``--set``, which overrides the fixes); ``holds``: no other fix decides it."""
+        ch = self._change(flag_name, value, reason, source, strong)
+        if not holds:  # another finding's fix decides this flag
+            self.changes.append(_replace(ch, applied=False))
+            return
+        if ch.flag in self.decided:
+            if not strong:  # an earlier finding already decided this flag
+                self.changes.append(_replace(ch, applied=False))
+                return
+            self.changes[self.decided[ch.flag]] = _replace(self.changes[self.decided[ch.flag]], applied=False)
+        self.decided[ch.flag] = len(self.changes)
+        self.changes.append(ch)
+        self._set(ch.flag, ch.after)
+
+    def _change(self, flag_name: str, value: Any, reason: str, source: str, strong: bool) -> Change:
+        flag, field = normalize_flag(flag_name)
+        dump = self.dump
+        # (a fix's "true" is a switch without a value (sglog.rules.base), unless the dump shows the field takes one)
+        switch = not strong and value == "true" and (field not in dump or isinstance(dump[field], bool))
+        after = _coerce(value, switch or _bool_field(field, dump, self.final), flag)
+        before = dump.get(field) if field in dump else self.base.get(flag)
+        origin = self.origins.get(field) if field in dump else ("explicit" if flag in self.base else None)
+        return Change(flag, field, before, origin, after, reason, source, kind=self._kind(flag, field, after))
+
+    def _kind(self, flag: str, field: str, after: Any) -> str:
+        """``Change.kind`` of setting ``flag`` to ``after`` (None: removing it) on the flags so far."""
+        if after is None:
+            return "remove" if flag in self.final else "same"
+        if flag in self.final and flag_words(flag, self.final[flag]) == flag_words(flag, after):
+            return "same"
+        if flag not in self.final and field in self.dump and _same(self.dump[field], after):
+            return "pin"
+        return "set"
+
+    def _set(self, flag: str, after: Any) -> None:
+        if after is None:
+            self.final.pop(flag, None)
+            return
+        if flag not in self.order:
+            self.order.append(flag)
+        self.final[flag] = after
 
 
 def _flag_int(value: Any, default: int) -> int:
