@@ -251,82 +251,92 @@ def _digit_literals() -> tuple[str, ...] | None:
     record parser's *digit-shape* memo).  None when some terminal tells digits
     apart in another way (a class like ``[1-9]``, a back-reference).
     """
-    from re import _constants as C
     from re import _parser as P
 
     frags: set[str] = set()
-
-    def klass(items) -> None:
-        hit = set()
-        negate = False
-        for op, av in items:
-            if op is C.NEGATE:
-                negate = True
-            elif op is C.LITERAL:
-                hit |= {chr(av)} & set("0123456789")
-            elif op is C.RANGE:
-                hit |= {c for c in "0123456789" if av[0] <= ord(c) <= av[1]}
-            elif op is C.CATEGORY:
-                if av in (C.CATEGORY_DIGIT, C.CATEGORY_WORD, C.CATEGORY_NOT_SPACE):
-                    hit |= set("0123456789")
-                elif av not in (C.CATEGORY_NOT_DIGIT, C.CATEGORY_SPACE, C.CATEGORY_NOT_WORD, C.CATEGORY_LINEBREAK, C.CATEGORY_NOT_LINEBREAK):
-                    raise _DigitSensitive
-                elif av is C.CATEGORY_NOT_LINEBREAK:
-                    hit |= set("0123456789")
-            else:
-                raise _DigitSensitive
-        if negate:
-            hit = set("0123456789") - hit
-        if 0 < len(hit) < 10:
-            raise _DigitSensitive
-
-    def walk(seq) -> None:
-        run: list[str] = []
-
-        def flush() -> None:
-            text = "".join(run)
-            if any(c in "0123456789" for c in text):
-                frags.add(text)
-            run.clear()
-
-        for op, av in seq:
-            if op is C.LITERAL:
-                run.append(chr(av))
-                continue
-            flush()
-            if op is C.NOT_LITERAL:
-                if chr(av) in "0123456789":
-                    raise _DigitSensitive
-            elif op is C.IN:
-                klass(av)
-            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
-                walk(av[2])
-            elif op is C.SUBPATTERN:
-                walk(av[-1])
-            elif op is C.BRANCH:
-                for b in av[1]:
-                    walk(b)
-            elif op in (C.ASSERT, C.ASSERT_NOT):
-                walk(av[1])
-            elif op is getattr(C, "ATOMIC_GROUP", None):
-                walk(av)
-            elif op in (C.ANY, C.AT, C.CATEGORY):
-                pass
-            else:  # back-references and anything unknown
-                raise _DigitSensitive
-        flush()
-
     try:
         for term in parser().terminals:
             pat = term.pattern
             if type(pat).__name__ == "PatternStr":
                 text = pat.value
-                if any(c in "0123456789" for c in text):
+                if any(c in _DIGITS for c in text):
                     frags.add(text)
             else:
-                walk(P.parse(pat.to_regexp()))
+                _digit_fragments(P.parse(pat.to_regexp()), frags)
     except _DigitSensitive:
         return None
     except Exception:  # an unexpected regex construct: do not guess
         return None
     return tuple(sorted({f.lower() for f in frags}))
+
+
+_DIGITS = "0123456789"
+
+
+def _digit_fragments(seq, frags: set[str]) -> None:
+    """Add to ``frags`` the runs of literal characters with a digit in the parsed regex ``seq``
+    (``re._parser``'s tree); _DigitSensitive when a part of it tells digits apart."""
+    from re import _constants as C
+
+    run: list[str] = []
+
+    def flush() -> None:
+        text = "".join(run)
+        if any(c in _DIGITS for c in text):
+            frags.add(text)
+        run.clear()
+
+    for op, av in seq:
+        if op is C.LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        if op is C.NOT_LITERAL:
+            if chr(av) in _DIGITS:
+                raise _DigitSensitive
+        elif op is C.IN:
+            _digit_class(av)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
+            _digit_fragments(av[2], frags)
+        elif op is C.SUBPATTERN:
+            _digit_fragments(av[-1], frags)
+        elif op is C.BRANCH:
+            for b in av[1]:
+                _digit_fragments(b, frags)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            _digit_fragments(av[1], frags)
+        elif op is getattr(C, "ATOMIC_GROUP", None):
+            _digit_fragments(av, frags)
+        elif op in (C.ANY, C.AT, C.CATEGORY):
+            pass
+        else:  # back-references and anything unknown
+            raise _DigitSensitive
+    flush()
+
+
+def _digit_class(items) -> None:
+    """_DigitSensitive unless the character class ``items`` holds all ten digits or none."""
+    from re import _constants as C
+
+    hit = set()
+    negate = False
+    for op, av in items:
+        if op is C.NEGATE:
+            negate = True
+        elif op is C.LITERAL:
+            hit |= {chr(av)} & set(_DIGITS)
+        elif op is C.RANGE:
+            hit |= {c for c in _DIGITS if av[0] <= ord(c) <= av[1]}
+        elif op is C.CATEGORY:
+            if av in (C.CATEGORY_DIGIT, C.CATEGORY_WORD, C.CATEGORY_NOT_SPACE):
+                hit |= set(_DIGITS)
+            elif av not in (C.CATEGORY_NOT_DIGIT, C.CATEGORY_SPACE, C.CATEGORY_NOT_WORD, C.CATEGORY_LINEBREAK, C.CATEGORY_NOT_LINEBREAK):
+                raise _DigitSensitive
+            elif av is C.CATEGORY_NOT_LINEBREAK:
+                hit |= set(_DIGITS)
+        else:
+            raise _DigitSensitive
+    if negate:
+        hit = set(_DIGITS) - hit
+    if 0 < len(hit) < 10:
+        raise _DigitSensitive
