@@ -184,6 +184,192 @@ def test_vllm_sample_takes_the_last_patch_of_each_minor() -> None:
     assert mine.vllm_sample(versions) == ["0.2.7", "0.3.0", "0.8.5.post1", "0.10.2", "0.33.0"]
 
 
+# ---------------------------------------------------------------- messages built by a function
+
+extract = mine.extract
+
+SERVER_ARGS = """\
+import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    disable_radix_cache: bool = False
+
+    def get_optional_modes_logging(self):
+        return (
+            f"disable_radix_cache={self.disable_radix_cache}, "
+            f"enable_flashinfer={self.enable_flashinfer}"
+        )
+
+    def mode_str(self):
+        if self.a:
+            return "unified"
+        elif self.b:
+            return "decode"
+        text = f"unknown {self.mode}"
+        text += " mode"
+        return text
+
+    def describe(self):
+        return self.name
+
+    def prefix(self):
+        return self._prefix()
+
+    def _prefix(self):
+        return f"[{self.rank}]"
+
+    async def status(self):
+        return "ready"
+
+    def stream(self):
+        yield "chunk"
+
+
+class FlashInfer:
+    def backend_name(self):
+        return "flashinfer"
+
+
+class Triton:
+    def backend_name(self):
+        return "triton"
+
+
+def copied():
+    return f"nccl=={major}.{minor}"
+
+
+def value_str(v):
+    if v is None:
+        return "none"
+    return str(v)
+
+
+class Built(Protocol):
+    def summary(self) -> str:
+        ...  # implemented outside the package
+
+
+class Check:
+    def summary(self):
+        return "SP check passed"
+"""
+
+RPC = """\
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def run(server_args, backend, x):
+    logger.info(server_args.get_optional_modes_logging())
+    logger.warning(f"Mode: {server_args.mode_str()}")
+    logger.info(server_args.describe())
+    logger.info(f"{server_args.prefix()} started")
+    logger.info(f"Attention backend: {backend.backend_name()}")
+    logger.info(server_args.status())
+    logger.info(server_args.stream())
+    logger.info("Fmt " + server_args.mode_str() + " %s", x)
+    logger.info(undefined_function())
+    print_warning_once(server_args.get_optional_modes_logging())
+    print(f"Using {copied()}")
+    logger.info(f"Unchanged {str(x.join())} {len(x)}")
+    logger.info(f"Value: {value_str(x)}")
+    logger.info(f"Built: {x.summary()}")
+"""
+
+COPY = "def copied():\n    return f'nccl=={major}.{minor}'\n"
+
+
+def _by_function(tmp_path: Path, files: dict[str, str]) -> list[tuple]:
+    root = tmp_path / "sglang-1.0.0"
+    for rel, text in {"sglang/__init__.py": "", "sglang/srt/__init__.py": "", **files}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return extract.mine_location(root, "sglang")["records"]
+
+
+def test_a_message_built_by_a_function_is_mined_at_the_call(tmp_path: Path) -> None:
+    """`logger.info(server_args.get_optional_modes_logging())` (SGLang 0.1.14): the method of a
+    class in another module builds the message; its returns are the message's alternatives, at
+    the call's level, kind and line; a branching function gives each of its strings (and the
+    placeholder-only template the message had stays); `return self.other()` is followed, and
+    `return str(v)` is a string of unknown text."""
+    records = _by_function(tmp_path, {"sglang/srt/server_args.py": SERVER_ARGS, "sglang/srt/managers/rpc.py": RPC, "sglang/srt/copy.py": COPY})
+    rpc = sorted((t, level, kind, line, names) for t, level, kind, path, line, names in records if path == "srt/managers/rpc.py")
+    assert rpc == [
+        ("Attention backend: {}", "info", "log", 11, ("backend_name",)),
+        ("Built: {}", "info", "log", 20, ("summary",)),
+        ("Fmt {} {}", "info", "log", 14, ("mode_str", "x")),
+        ("Mode: decode", "warning", "log", 8, ()),
+        ("Mode: unified", "warning", "log", 8, ()),
+        ("Mode: unknown {} mode", "warning", "log", 8, ("mode",)),
+        ("Mode: {}", "warning", "log", 8, ("mode_str",)),
+        ("Unchanged {} {}", "info", "log", 18, ("join", "len_x")),
+        ("Using nccl=={}.{}", "print", "print", 17, ("major", "minor")),
+        ("Using {}", "print", "print", 17, ("copied",)),
+        ("Value: none", "info", "log", 19, ()),
+        ("Value: {}", "info", "log", 19, ("value_str",)),
+        ("[{}] started", "info", "log", 10, ("rank",)),
+        ("disable_radix_cache={}, enable_flashinfer={}", "info", "log", 7, ("disable_radix_cache", "enable_flashinfer")),
+        ("disable_radix_cache={}, enable_flashinfer={}", "warning", "log", 16, ("disable_radix_cache", "enable_flashinfer")),
+        ("{} started", "info", "log", 10, ("prefix",)),
+    ]
+    # the function's own returns are not messages
+    assert not [r for r in records if r[3] == "srt/server_args.py"]
+
+
+def test_a_function_that_returns_something_else_gives_no_template(tmp_path: Path) -> None:
+    """A name resolves only if every function of that name returns strings: one returning
+    another value (here in a second module), an `async def`, a generator, methods of several
+    classes that say different things (a dispatch on the object), or a stub that returns
+    nothing (a Protocol's, implemented elsewhere), and the call stays a placeholder."""
+    other = "class Named:\n    def get_optional_modes_logging(self):\n        return self.modes\n"
+    records = _by_function(tmp_path, {"sglang/srt/server_args.py": SERVER_ARGS, "sglang/srt/managers/rpc.py": RPC, "sglang/srt/named.py": other})
+    templates = {r[0] for r in records}
+    assert not any(t.startswith("disable_radix_cache") for t in templates)
+    assert "Mode: unified" in templates  # other names still resolve
+    assert not {"ready", "chunk", "flashinfer", "triton", "Attention backend: flashinfer", "Built: SP check passed"} & templates
+
+
+def test_calls_resolve_in_one_module_too() -> None:
+    source = "def f():\n    return 'Ready: ' + ('fast' if x else 'slow')\nprint(f())\nlogger.info('%s', f())\n"
+    assert sorted(extract.mine_source(source, "m.py")) == [
+        ("Ready: fast", "info", "log", "m.py", 4, ()),
+        ("Ready: fast", "print", "print", "m.py", 3, ()),
+        ("Ready: slow", "info", "log", "m.py", 4, ()),
+        ("Ready: slow", "print", "print", "m.py", 3, ()),
+    ]
+
+
+def test_a_call_with_too_many_alternatives_stays_a_placeholder() -> None:
+    """Each callee is substituted everywhere or nowhere, while the message keeps at most
+    MAX_ALTERNATIVES: a second four-way call on top of a four-way one and two branches (32)
+    stays `{}`; nothing is cut arbitrarily."""
+    source = (
+        "def kind():\n    if a: return 'a'\n    if b: return 'b'\n    if c: return 'c'\n    return 'd'\n"
+        "def form():\n    if a: return 'x'\n    if b: return 'y'\n    if c: return 'z'\n    return 'w'\n"
+        "logger.info(f\"Stats{', room' if r else ''} type={kind()}: {form()}\")\n"
+    )
+    got = sorted(r[0] for r in extract.mine_source(source, "m.py"))
+    assert got == sorted([f"Stats{room} type={k}: {{}}" for room in ("", ", room") for k in "abcd"] + [f"Stats{room} type={{}}: {{}}" for room in ("", ", room")])
+
+
+def test_mining_with_functions_is_deterministic(tmp_path: Path) -> None:
+    """The same records, in the same order, from a folder and from a wheel of the same files."""
+    files = {"sglang/srt/server_args.py": SERVER_ARGS, "sglang/srt/managers/rpc.py": RPC, "sglang/srt/copy.py": COPY}
+    one = _by_function(tmp_path, files)
+    wheel = tmp_path / "sglang-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for rel, text in reversed(list({"sglang/__init__.py": "", "sglang/srt/__init__.py": "", **files}.items())):
+            zf.writestr(rel, text)
+    two = [tuple(r) for r in extract.mine_location(wheel, "sglang")["records"]]
+    assert one == two == _by_function(tmp_path, files)
+    assert json.dumps(one)  # cached as JSON by mine.py
+
+
 # ---------------------------------------------------------------- the shipped catalogue
 
 LEVELS = {"debug", "info", "warning", "error", "critical", "exception", "print", "progress", "str", "raise"}

@@ -8,6 +8,11 @@ each a tuple of parts: constant text (`str`) or a placeholder (`Hole`). `finalis
 alternative to its first printed line and renders it as a template (`{}` per placeholder,
 literal braces doubled) with one identifier per placeholder.
 
+A message that prints a call's value (`logger.info(args.describe())`, `f"... {mode_str()}"`)
+has a placeholder that remembers its callee; the package's functions and methods of that name
+(`Returns`, gathered from every module) may say what it prints, and `mine_location` adds their
+returns as the message's alternatives once every module is walked (`resolve`).
+
 >>> mine_source("import logging\\nlogger = logging.getLogger()\\nlogger.info(f'{n=} ok')", "m.py")
 [('n={} ok', 'info', 'log', 'm.py', 3, ('n',))]
 """
@@ -15,13 +20,15 @@ literal braces doubled) with one identifier per placeholder.
 from __future__ import annotations
 
 import ast
+import builtins
 import itertools
+import math
 import re
 import tarfile
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BOM = b"\xef\xbb\xbf"
@@ -79,14 +86,26 @@ WHITESPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class Hole:
-    """A placeholder: the printed value of an expression; `name` is a hint, or None."""
+    """A placeholder: the printed value of an expression; `name` is a hint, or None.
+
+    `call` is the callee's name when the expression is a call `f(...)` or `x.f(...)` whose
+    text is printed as is: the package's functions named `f` may say what it prints (see
+    `Returns`). It takes no part in comparisons, so a message's alternatives are the same with
+    or without it.
+    """
 
     name: str | None
+    call: str | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Hole(name={self.name!r}" + (f", call={self.call!r})" if self.call else ")")
 
 
 Parts = tuple["str | Hole", ...]
 # One mined message: (template, level, kind, module path, line, placeholder names).
 Record = tuple[str, str, str, str, int, tuple[str, ...]]
+# A message that prints a call's value, kept to be resolved: (alternatives, level, kind, path, line).
+Deferred = tuple[tuple[Parts, ...], str, str, str, int]
 
 
 # ---------------------------------------------------------------- names
@@ -156,6 +175,44 @@ def words(name: str) -> list[str]:
     return [w for w in (snake(name) or "").split("_") if w]
 
 
+# Callee names never looked up in the package's functions: Python's own (builtins, and the
+# methods of str, bytes and the containers, which the package's objects rarely are) and the
+# standard library's that return text of their own; dunders (`__str__` is mined as `str`).
+FOREIGN_CALLS = frozenset(
+    {n for t in (str, bytes, dict, list, set, tuple, int, float) for n in dir(t)}
+    | set(dir(builtins))
+    | {"hexdigest", "isoformat", "strftime", "basename", "dirname", "abspath", "realpath", "getcwd", "getenv", "read"}
+    | {"readline", "name", "json", "text", "dumps", "pformat", "format_exc", "gethostname", "platform", "get_device_name"}
+)
+
+
+def resolvable(name: str | None) -> bool:
+    """Whether a call to `name` may be resolved to the package's functions of that name.
+
+    >>> resolvable("get_optional_modes_logging"), resolvable("join"), resolvable("__repr__")
+    (True, False, False)
+    """
+    return name is not None and name != "" and name not in FOREIGN_CALLS and not (name.startswith("__") and name.endswith("__"))
+
+
+def hole(node: ast.AST) -> Hole:
+    """The placeholder for `node`, with its callee if it is a call (through `str(...)`).
+
+    >>> hole(ast.parse("str(args.describe(1))", mode="eval").body)
+    Hole(name='describe', call='describe')
+    """
+    target = node
+    while isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "str" and len(target.args) == 1:
+        target = target.args[0]
+    callee = call_name(target.func) if isinstance(target, ast.Call) else None
+    return Hole(expr_name(node), callee if resolvable(callee) else None)
+
+
+def plain(part: str | Hole) -> str | Hole:
+    """`part` without its callee: text that `%` or `.format` goes over is not resolved."""
+    return Hole(part.name) if isinstance(part, Hole) and part.call else part
+
+
 # ---------------------------------------------------------------- building messages
 
 
@@ -185,7 +242,7 @@ class Builder:
     def build(self, node: ast.AST) -> list[Parts]:
         """The alternatives `node` prints; anything not constant becomes a placeholder."""
         if not self.stringy(node):
-            return [(Hole(expr_name(node)),)]
+            return [(hole(node),)]
         match node:
             case ast.Constant(value=str(text)):
                 return [(text,)]
@@ -211,8 +268,7 @@ class Builder:
             case ast.Constant(value=str(text)):
                 return [(text,)]
             case ast.FormattedValue(value=inner, conversion=conv, format_spec=None) if conv in (-1, 115):
-                if self.stringy(inner):
-                    return self.build(inner)
+                return self.build(inner)
         return [(Hole(expr_name(value)),)]
 
 
@@ -230,7 +286,8 @@ def arg_piece(arg: ast.AST | None, name: str | None, conv: str = "s") -> tuple[s
     """What a formatting argument prints: its text if constant, else a named placeholder."""
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and conv in ("s", ""):
         return (arg.value,)
-    return (Hole(name if name is not None else expr_name(arg)),)
+    callee = hole(arg).call if arg is not None and conv == "s" else None
+    return (Hole(name if name is not None else expr_name(arg), callee),)
 
 
 def percent_format(parts: Parts, args: list[ast.AST]) -> Parts:
@@ -245,7 +302,7 @@ def percent_format(parts: Parts, args: list[ast.AST]) -> Parts:
     n = 0
     for part in parts:
         if isinstance(part, Hole):
-            out.append(part)
+            out.append(plain(part))
             continue
         pos = 0
         for m in PERCENT_SPEC.finditer(part):
@@ -272,7 +329,7 @@ def brace_format(parts: Parts, args: list[ast.AST], kwargs: dict[str, ast.AST]) 
     auto = 0
     for part in parts:
         if isinstance(part, Hole):
-            out.append(part)
+            out.append(plain(part))
             continue
         i, buf = 0, []
         while i < len(part):
@@ -401,12 +458,17 @@ class ModuleMiner:
         self.path = path
         self.prints = prints  # whether bare print() calls count in this module
         self.records: list[Record] = []
+        self.returns = Returns()  # what this module's functions return
+        self.deferred: list[Deferred] = []  # messages printing a call's value, resolved later
+        self.function: Function | None = None  # the innermost function being walked
 
-    def emit(self, node: ast.AST, alternatives: list[Parts], level: str, kind: str) -> None:
+    def emit(self, node: ast.stmt | ast.expr, alternatives: list[Parts], level: str, kind: str) -> None:
         for alt in alternatives:
             done = finalise(alt)
             if done:
                 self.records.append((done[0], level, kind, self.path, node.lineno, done[1]))
+        if any(isinstance(p, Hole) and p.call for alt in alternatives for p in alt):
+            self.deferred.append((tuple(alternatives), level, kind, self.path, node.lineno))
 
     # statements -------------------------------------------------------------
 
@@ -422,12 +484,15 @@ class ModuleMiner:
         match stmt:
             case ast.FunctionDef() | ast.AsyncFunctionDef():
                 self.exprs([*stmt.decorator_list, stmt.args], scope)
-                saved = self.in_class, self.in_function
+                saved, outer = (self.in_class, self.in_function), self.function
                 is_str = self.in_class and stmt.name in ("__str__", "__repr__")
                 inner = dict(scope) if self.in_function else {}
                 self.in_class, self.in_function = False, True
+                self.function = (AsyncFunction if isinstance(stmt, ast.AsyncFunctionDef) else Function)(stmt.name)
                 self.body(stmt.body, inner, in_str=is_str)
+                self.returns.add(self.function)
                 self.in_class, self.in_function = saved
+                self.function = outer
                 return
             case ast.ClassDef():
                 self.exprs([*stmt.decorator_list, *stmt.bases], scope)
@@ -467,6 +532,8 @@ class ModuleMiner:
                     self.body(case.body, scope, in_str)
                 return
         self.exprs([stmt], scope)
+        if isinstance(stmt, ast.Return) and self.function is not None:
+            self.function.returned(b, stmt.value)
         match stmt:
             case ast.Assign(targets=targets, value=value):
                 for target in targets:
@@ -482,6 +549,8 @@ class ModuleMiner:
                 self.emit(stmt, b.build(value), "str", "str")
             case ast.Raise(exc=ast.Call(args=[first, *_])) if b.stringy(first):
                 self.emit(stmt, b.build(first), "raise", "raise")
+            case ast.Raise(exc=ast.Call(args=[ast.Call() as first], keywords=[])):
+                self.emit(stmt, [(hole(first),)], "raise", "raise")  # only if the call resolves
 
     # expressions ------------------------------------------------------------
 
@@ -493,6 +562,8 @@ class ModuleMiner:
             for node in ast.walk(top):
                 if isinstance(node, ast.Call):
                     self.call(node, b)
+                elif isinstance(node, (ast.Yield, ast.YieldFrom)) and self.function is not None:
+                    self.function.other = True  # a generator: calling it prints no string
 
     def call(self, node: ast.Call, b: Builder) -> None:
         func, args = node.func, node.args
@@ -546,6 +617,10 @@ class ModuleMiner:
             self.emit(node, self.lazy(b, msg, args[i + 1 :], always=False), level, kind)
         elif (msg := kw.get("msg", kw.get("message"))) is not None and b.stringy(msg):
             self.emit(node, b.build(msg), level, kind)
+        else:  # a call's value as the message: the last argument (nothing to format after it)
+            msg = kw.get("msg", kw.get("message", args[-1] if 0 < len(args) <= 2 else None))
+            if isinstance(msg, ast.Call):
+                self.emit(node, [(hole(msg),)], level, kind)  # only if the call resolves
 
     @staticmethod
     def lazy(b: Builder, msg: ast.AST, rest: list[ast.AST], always: bool) -> list[Parts]:
@@ -590,8 +665,126 @@ def _assign(scope: dict[str, list[Parts]], name: str, value: list[Parts] | None)
         scope[name] = value
 
 
-def mine_source(source: bytes | str, path: str, prints: bool = True) -> list[Record]:
-    """The messages of one module's source; raises SyntaxError if this Python cannot parse it."""
+# ---------------------------------------------------------------- functions that build messages
+
+MAX_DEPTH = 3  # calls resolved inside a resolved function's text, at most this deep
+
+
+@dataclass
+class Function:
+    """One function being walked: the alternatives its `return`s build, and whether it returns
+    anything else (a value the miner cannot read, a bare `return`, a `yield`, or a coroutine)."""
+
+    name: str
+    other: bool = False
+    alternatives: list[Parts] = field(default_factory=list)
+
+    def returned(self, b: Builder, value: ast.AST | None) -> None:
+        if value is not None and b.stringy(value):
+            self.alternatives.extend(b.build(value))
+        elif value is not None and own_call(value) and (found := hole(value)).call:
+            self.alternatives.append((found,))  # `return self.other(...)`: resolved in turn
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("str", "repr"):
+            self.alternatives.append((hole(value),))  # a string, of unknown text
+        else:
+            self.other = True
+
+
+def own_call(node: ast.AST | None) -> bool:
+    """`f(...)`, `self.f(...)` or `cls.f(...)`: a call to the package's own code, most likely
+    (`json.loads(...)` or `obj.f(...)` may reach anything; `Name(...)` builds an object)."""
+    match node:
+        case ast.Call(func=ast.Name(id=ident)):
+            return not ident[:1].isupper()
+        case ast.Call(func=ast.Attribute(value=ast.Name(id="self" | "cls"))):
+            return True
+    return False
+
+
+class AsyncFunction(Function):
+    """An `async def`: calling it gives a coroutine, not the string it returns."""
+
+
+class Returns:
+    """The package's functions and methods by name: the alternatives their `return`s build.
+
+    A name resolves only if every function or method of that name in the package returns
+    strings the miner reads (one returning anything else, and a call could reach it; one that
+    returns nothing, such as an abstract method or a Protocol's stub, is implemented elsewhere),
+    all of them build the same alternatives (copies of one function; methods of several classes
+    that say different things are a dispatch on the object, which the miner does not follow),
+    and there are at most MAX_ALTERNATIVES of them.
+    """
+
+    def __init__(self) -> None:
+        self.found: dict[str, list[tuple[Parts, ...]]] = {}  # name -> each definition's alternatives
+        self.other: set[str] = set()
+
+    def add(self, fn: Function) -> None:
+        if not resolvable(fn.name):
+            return
+        if fn.other or not fn.alternatives or isinstance(fn, AsyncFunction):
+            self.other.add(fn.name)
+        else:
+            self.found.setdefault(fn.name, []).append(tuple(dict.fromkeys(fn.alternatives)))
+
+    def update(self, more: Returns) -> None:
+        self.other |= more.other
+        for name, definitions in more.found.items():
+            self.found.setdefault(name, []).extend(definitions)
+
+    def get(self, name: str) -> tuple[Parts, ...] | None:
+        if name in self.other or name not in self.found:
+            return None
+        first, *rest = self.found[name]
+        if any(d != first for d in rest) or len(first) > MAX_ALTERNATIVES:
+            return None
+        return first
+
+
+def substitute(alternatives: list[Parts], table: Returns, outer: frozenset[str] = frozenset()) -> list[Parts]:
+    """A message's alternatives with its calls replaced by what their functions return.
+
+    Each callee the table resolves is substituted everywhere in the message or nowhere: in
+    order of first appearance, while the message stays within MAX_ALTERNATIVES (a callee that
+    would take it past stays a placeholder; nothing is cut arbitrarily). A function's own text
+    is resolved the same way, at most MAX_DEPTH deep and not into a function being resolved.
+    """
+    options: dict[str, list[Parts]] = {}
+    for alt in alternatives:
+        for part in alt:
+            callee = part.call if isinstance(part, Hole) else None
+            if callee and callee not in options and callee not in outer and len(outer) < MAX_DEPTH:
+                if (found := table.get(callee)) is not None:
+                    options[callee] = substitute(list(found), table, outer | {callee})
+    chosen: set[str] = set()
+    for callee in options:
+        trial = chosen | {callee}
+        size = sum(math.prod(len(options[p.call]) for p in alt if isinstance(p, Hole) and p.call in trial) for alt in alternatives)
+        if size <= MAX_ALTERNATIVES:
+            chosen = trial
+    out: list[Parts] = []
+    for alt in alternatives:
+        out.extend(product([options[p.call] if isinstance(p, Hole) and p.call in chosen else [(p,)] for p in alt]))
+    return dedupe(out)
+
+
+def resolve(deferred: list[Deferred], table: Returns) -> list[Record]:
+    """The templates the deferred messages gain from the package's functions: at the message's
+    level, kind and line, other than the templates the message has without them."""
+    out: list[Record] = []
+    for alternatives, level, kind, path, line in deferred:
+        seen = {done[0] for alt in alternatives if (done := finalise(alt))}
+        for new in substitute(list(alternatives), table):
+            done = finalise(new)
+            if done and done[0] not in seen:
+                seen.add(done[0])
+                out.append((done[0], level, kind, path, line, done[1]))
+    return out
+
+
+def mine_module(source: bytes | str, path: str, prints: bool = True) -> ModuleMiner:
+    """Walk one module's source; raises SyntaxError if this Python cannot parse it."""
     if isinstance(source, bytes):
         source = source.removeprefix(BOM)
     else:
@@ -601,7 +794,13 @@ def mine_source(source: bytes | str, path: str, prints: bool = True) -> list[Rec
         tree = ast.parse(source, filename=path)
     miner = ModuleMiner(path, prints)
     miner.body(tree.body, {})
-    return miner.records
+    return miner
+
+
+def mine_source(source: bytes | str, path: str, prints: bool = True) -> list[Record]:
+    """The messages of one module's source (calls resolved to the module's own functions)."""
+    miner = mine_module(source, path, prints)
+    return miner.records + resolve(miner.deferred, miner.returns)
 
 
 # ---------------------------------------------------------------- reading releases
@@ -663,12 +862,19 @@ def mine_location(location: Path, package: str, prints: Callable[[str], bool] | 
     records: list[Record] = []
     failed: list[str] = []
     files = 0
+    table = Returns()  # the whole package's functions: a message may call one of another module
+    deferred: list[Deferred] = []
     for rel, data in sources(location, package):
         if skipped(rel):
             continue
         files += 1
         try:
-            records.extend(mine_source(data, rel, prints(rel)))
+            miner = mine_module(data, rel, prints(rel))
         except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             failed.append(rel)
+            continue
+        records.extend(miner.records)
+        table.update(miner.returns)
+        deferred.extend(miner.deferred)
+    records.extend(resolve(deferred, table))
     return {"records": records, "files": files, "failed": failed}
