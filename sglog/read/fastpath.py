@@ -528,6 +528,31 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
     head_pat = _family_heads().get(kind)
     if head_pat is None:
         return None
+    kv = _kv_pairs(kind, msg)
+    if kv is None:
+        return None
+    head, pairs = kv
+    groups = _kv_groups(KIND_CLASSES[kind].FIELDS, pairs)
+    if groups is None:
+        return None
+    parts, names, dtypes, vclasses = groups
+    head_re = grammar.escape(head) if FAMILIES[kind][1] else head_pat
+    body = f"(?P<head>{head_re})" + ", ".join(parts) + "(?:, ?)?$"  # lark's END after a value
+    names = _later_keys_win(names)
+    head_fields = messages.head_fields(kind, head) if kind in BATCH_KINDS else {}
+    typed = {n for n in names if n}
+    fields = {k: v for k, v in parsed[1].items() if not isinstance(v, (list, dict))}
+    const = {k: v for k, v in fields.items() if k not in typed and k not in head_fields}
+    shape = Shape(kind, "^" + body, names, dtypes, const, list(fields))
+    if not _reads_same(shape, msg, head_fields, fields):  # the exemplar itself must come out the same
+        return None
+    shape.lit = _lit_plan(kind, head, pairs, vclasses)
+    return shape
+
+
+def _kv_pairs(kind: str, msg: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """A ``HEAD colon_kvs`` message's lark parse -> (its head's text, its (key, value) texts); None
+    if lark reads it otherwise or it has no key/value."""
     from lark import Token, Tree
 
     try:
@@ -547,60 +572,67 @@ def derive_shape(kinds: tuple[str, ...], msg: str) -> Shape | None:
             pairs.append((str(child.children[0]), str(child.children[-1])))
     if not pairs:
         return None
-    table = KIND_CLASSES[kind].FIELDS
+    return str(head_tok), pairs
+
+
+def _kv_groups(table: dict[str, Callable[[str], Any]], pairs: list[tuple[str, str]]) -> tuple[list[str], list[str | None], list[Any], list[str | None]] | None:
+    """(key, value) pairs -> (the regex part of each pair, the field name and dtype of each value
+    group v0..vN, the value class regex of each pair: None for an 'a -> b' pair); None if a value
+    has no class (``_value_class``)."""
     parts: list[str] = []
     names: list[str | None] = []
     dtypes: list[Any] = []
-    vclasses: list[str | None] = []  # value class regex of each key (None for an 'a -> b' pair)
-    g = 0
-    name: str | None  # (None below, in names: a field a later key overrides)
+    vclasses: list[str | None] = []
     for key, value in pairs:
-        name = normalise_key(key)
-        if name == "new_token_ratio" and "->" in value:
-            # Event.typed splits 'a -> b' into new_token_ratio_before / new_token_ratio
-            if not re.fullmatch(rf"{_DEC[0]} -> {_DEC[0]}", value):
-                return None
-            parts.append(grammar.escape(key) + f": (?P<v{g}>{_DEC[0]}) -> (?P<v{g + 1}>{_DEC[0]})")
-            names += ["new_token_ratio_before", "new_token_ratio"]
-            dtypes += [pl.Float64, pl.Float64]
-            vclasses.append(None)
-            g += 2
-            continue
-        cls = _value_class(table.get(name), value)
-        if cls is None:
+        got = _kv_group(table, key, value, len(names))
+        if got is None:
             return None
-        parts.append(grammar.escape(key) + f": (?P<v{g}>{cls[0]})")
-        vclasses.append(cls[0])
-        names.append(name)
-        dtypes.append(cls[1])
-        g += 1
-    head = str(head_tok)
-    head_re = grammar.escape(head) if FAMILIES[kind][1] else head_pat
-    body = f"(?P<head>{head_re})" + ", ".join(parts) + "(?:, ?)?$"  # lark's END after a value
-    # later keys win (as in Event.typed)
+        part, group_names, group_dtypes, vclass = got
+        parts.append(part)
+        names += group_names
+        dtypes += group_dtypes
+        vclasses.append(vclass)
+    return parts, names, dtypes, vclasses
+
+
+def _kv_group(table: dict[str, Callable[[str], Any]], key: str, value: str, g: int) -> tuple[str, list[str | None], list[Any], str | None] | None:
+    """One pair's regex part (its groups numbered from ``g``), field names, dtypes and value class."""
+    name = normalise_key(key)
+    if name == "new_token_ratio" and "->" in value:
+        # Event.typed splits 'a -> b' into new_token_ratio_before / new_token_ratio
+        if not re.fullmatch(rf"{_DEC[0]} -> {_DEC[0]}", value):
+            return None
+        part = grammar.escape(key) + f": (?P<v{g}>{_DEC[0]}) -> (?P<v{g + 1}>{_DEC[0]})"
+        return part, ["new_token_ratio_before", "new_token_ratio"], [pl.Float64, pl.Float64], None
+    cls = _value_class(table.get(name), value)
+    if cls is None:
+        return None
+    return grammar.escape(key) + f": (?P<v{g}>{cls[0]})", [name], [cls[1]], cls[0]
+
+
+def _later_keys_win(names: list[str | None]) -> list[str | None]:
+    """The field names of the value groups with each repeated name kept only at its last key (as in
+    Event.typed): None in the earlier places."""
+    out = list(names)
     seen: set[str | None] = set()
-    for i in range(len(names) - 1, -1, -1):
-        if names[i] in seen:
-            names[i] = None
-        seen.add(names[i])
-    head_fields = messages.head_fields(kind, head) if kind in BATCH_KINDS else {}
-    typed = {n for n in names if n}
-    fields = {k: v for k, v in parsed[1].items() if not isinstance(v, (list, dict))}
-    const = {k: v for k, v in fields.items() if k not in typed and k not in head_fields}
-    shape = Shape(kind, "^" + body, names, dtypes, const, list(fields))
-    # the exemplar itself must come out the same
+    for i in range(len(out) - 1, -1, -1):
+        if out[i] in seen:
+            out[i] = None
+        seen.add(out[i])
+    return out
+
+
+def _reads_same(shape: Shape, msg: str, head_fields: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """Whether the shape's regex reads the exemplar (``msg``) as lark did (``fields``)."""
     m = grammar.re_compile(shape.regex).match(msg)
     if m is None:
-        return None
+        return False
     mine: dict[str, Any] = dict(head_fields)
-    for i, (name, dt) in enumerate(zip(names, dtypes)):
+    for i, (name, dt) in enumerate(zip(shape.names, shape.dtypes)):
         if name:
             mine[name] = _py_cast(m.group(f"v{i}"), dt)
-    mine.update(const)
-    if not same_values(mine, fields):
-        return None
-    shape.lit = _lit_plan(kind, head, pairs, vclasses)
-    return shape
+    mine.update(shape.const)
+    return same_values(mine, fields)
 
 
 def _lit_plan(kind: str, head: str, pairs: list[tuple[str, str]], vclasses: list[str | None]) -> LitPlan | None:
@@ -878,90 +910,123 @@ def _apply_shapes(todo: pl.DataFrame, shapes: list[Shape], keep_text: bool) -> t
     a row takes the first shape that matches, as if they were tried in turn.
     """
     msg = todo.get_column("msg")
-    parts = []
-    for j, shape in enumerate(shapes):
-        groups = msg.str.extract_groups(shape.regex).struct.unnest()
-        hit = pl.col("head").is_not_null()
-        exprs = []
-        for i, (name, dt) in enumerate(zip(shape.names, shape.dtypes)):
-            if not name:
-                continue
-            v = pl.col(f"v{i}")
-            if dt == pl.Boolean:
-                exprs.append((v == "True").alias(f"{j}:{name}"))
-            else:
-                typed = v.cast(dt, strict=False)
-                exprs.append(typed.alias(f"{j}:{name}"))
-                if dt == pl.Int64:  # too long for Int64 (Python's int has no limit; the cast gives null): leave to lark
-                    hit = hit & typed.is_not_null()
-        parts.append(groups.select(hit.fill_null(False).alias(f"{j}:_hit"), pl.col("head").alias(f"{j}:head"), *exprs))
-        del groups
+    parts = [_shape_columns(msg, j, shape) for j, shape in enumerate(shapes)]
     wide = pl.concat(parts, how="horizontal") if len(parts) > 1 else parts[0]
     del parts
     hits = [pl.col(f"{j}:_hit") for j in range(len(shapes))]
-    overlap = False
-    if len(shapes) > 1:
-        overlap = wide.select((pl.sum_horizontal(hits) > 1).any()).item()
-        if overlap:  # a row takes the first shape that matches
-            first = [hits[0]] + [hits[j] & ~pl.any_horizontal(hits[:j]) for j in range(1, len(shapes))]
-            wide = wide.with_columns([f.alias(f"{j}:_hit") for j, f in enumerate(first)])
+    wide, overlap = _first_match(wide, hits)
     counts = wide.select([h.sum() for h in hits]).row(0)
     used = [j for j, c in enumerate(counts) if c]
     if not used:
         return None, todo, []
     mask = wide.select(pl.any_horizontal([hits[j] for j in used]).alias("m")).to_series()
-
-    def pick(j_values: list[tuple[int, pl.Expr]]) -> pl.Expr:
-        # (a shape's groups are null on rows it does not match; rows it matched but does not
-        # take are filtered out below -- unless another shape took them: then mask)
-        if overlap:
-            j_values = [(j, pl.when(hits[j]).then(e)) for j, e in j_values]
-        elif any(isinstance(e, pl.Expr) and e.meta.is_literal() for _j, e in j_values):
-            j_values = [(j, pl.when(hits[j]).then(e) if e.meta.is_literal() else e) for j, e in j_values]
-        return j_values[0][1] if len(j_values) == 1 else pl.coalesce([e for _j, e in j_values])
-
-    names: list[str] = []  # lark's field order, shape by shape
-    for j in used:
-        rank = {k: i for i, k in enumerate(shapes[j].order)}
-        mine = [n for n in shapes[j].names if n] + list(shapes[j].const)
-        for n in sorted(mine, key=lambda k: rank.get(k, len(rank))):
-            if n not in names:
-                names.append(n)
-    cols = [pick([(j, pl.lit(shapes[j].kind)) for j in used]).alias("kind")]
-    for n in names:
-        srcs = []
-        for j in used:
-            if n in shapes[j].const:
-                srcs.append((j, pl.lit(shapes[j].const[n])))
-            elif n in shapes[j].names:
-                srcs.append((j, pl.col(f"{j}:{n}")))
-        cols.append(pick(srcs).alias(n))
+    names = _field_names(shapes, used)
+    cols = [_pick([(j, pl.lit(shapes[j].kind)) for j in used], hits, overlap).alias("kind")]
+    cols += [_pick(_field_sources(shapes, used, n), hits, overlap).alias(n) for n in names]
     batch = [j for j in used if shapes[j].kind in BATCH_KINDS]
     if batch:
-        cols.append(pick([(j, pl.col(f"{j}:head")) for j in batch]).alias("_head"))
+        cols.append(_pick([(j, pl.col(f"{j}:head")) for j in batch], hits, overlap).alias("_head"))
     typed_cols = wide.select(cols)
     line = todo.get_column("line")
     samples = [(shapes[j], line.filter(wide.get_column(f"{j}:_hit"))[-1]) for j in used]  # the last row each shape took
     del wide
-    env = [pl.col("line"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES]]
-    if keep_text or any(shapes[j].kind not in BATCH_KINDS for j in used):
-        env.append(pl.col("raw").alias("text"))
-    out = pl.concat([todo.select(env), typed_cols], how="horizontal")
-    out = out.select("line", "kind", *[c for c in out.columns if c not in ("line", "kind")])
+    out = _with_envelope_columns(todo, typed_cols, keep_text or any(shapes[j].kind not in BATCH_KINDS for j in used))
     if mask.all():
         left = todo.clear()
     else:
         out = out.filter(mask)
         left = todo.filter(~mask)
     if batch:
-        pairs = out.select("kind", "_head").unique().rows()
-        head_rows = [{"kind": k, "_head": h, **messages.head_fields(k, h)} for k, h in pairs if h is not None]
-        head_cols = [c for c in sorted({k for r in head_rows for k in r} - {"kind", "_head"}) if c not in names]
-        if head_cols:
-            hdf = pl.DataFrame(head_rows, infer_schema_length=None).select("kind", "_head", *head_cols)
-            out = out.join(hdf, on=["kind", "_head"], how="left", maintain_order="left")
-        out = out.drop("_head")
+        out = _join_head_fields(out, names)
     return out, left, samples
+
+
+def _shape_columns(msg: pl.Series, j: int, shape: Shape) -> pl.DataFrame:
+    """Shape ``j``'s reading of every row's message: ``j:_hit`` (the regex matches and each int fits
+    Int64), ``j:head`` and a typed column ``j:name`` per field (null where the regex does not match)."""
+    groups = msg.str.extract_groups(shape.regex).struct.unnest()
+    hit = pl.col("head").is_not_null()
+    exprs = []
+    for i, (name, dt) in enumerate(zip(shape.names, shape.dtypes)):
+        if not name:
+            continue
+        v = pl.col(f"v{i}")
+        if dt == pl.Boolean:
+            exprs.append((v == "True").alias(f"{j}:{name}"))
+        else:
+            typed = v.cast(dt, strict=False)
+            exprs.append(typed.alias(f"{j}:{name}"))
+            if dt == pl.Int64:  # too long for Int64 (Python's int has no limit; the cast gives null): leave to lark
+                hit = hit & typed.is_not_null()
+    return groups.select(hit.fill_null(False).alias(f"{j}:_hit"), pl.col("head").alias(f"{j}:head"), *exprs)
+
+
+def _first_match(wide: pl.DataFrame, hits: list[pl.Expr]) -> tuple[pl.DataFrame, bool]:
+    """(the shapes' columns with each row a hit of the first shape that matches it only, whether
+    any row matched several shapes)."""
+    overlap = False
+    if len(hits) > 1:
+        overlap = wide.select((pl.sum_horizontal(hits) > 1).any()).item()
+        if overlap:  # a row takes the first shape that matches
+            first = [hits[0]] + [hits[j] & ~pl.any_horizontal(hits[:j]) for j in range(1, len(hits))]
+            wide = wide.with_columns([f.alias(f"{j}:_hit") for j, f in enumerate(first)])
+    return wide, overlap
+
+
+def _pick(j_values: list[tuple[int, pl.Expr]], hits: list[pl.Expr], overlap: bool) -> pl.Expr:
+    """One output column from its value in each shape ``j`` that has it: that value, or the first
+    non-null of them."""
+    # (a shape's groups are null on rows it does not match; rows it matched but does not
+    # take are filtered out below -- unless another shape took them: then mask)
+    if overlap:
+        j_values = [(j, pl.when(hits[j]).then(e)) for j, e in j_values]
+    elif any(isinstance(e, pl.Expr) and e.meta.is_literal() for _j, e in j_values):
+        j_values = [(j, pl.when(hits[j]).then(e) if e.meta.is_literal() else e) for j, e in j_values]
+    return j_values[0][1] if len(j_values) == 1 else pl.coalesce([e for _j, e in j_values])
+
+
+def _field_names(shapes: list[Shape], used: list[int]) -> list[str]:
+    """The fields of the shapes used: lark's field order, shape by shape."""
+    names: list[str] = []
+    for j in used:
+        rank = {k: i for i, k in enumerate(shapes[j].order)}
+        mine = [n for n in shapes[j].names if n] + list(shapes[j].const)
+        for n in sorted(mine, key=lambda k: rank.get(k, len(rank))):
+            if n not in names:
+                names.append(n)
+    return names
+
+
+def _field_sources(shapes: list[Shape], used: list[int], n: str) -> list[tuple[int, pl.Expr]]:
+    """Field ``n`` in each shape used that has it: a constant or its typed column."""
+    srcs = []
+    for j in used:
+        if n in shapes[j].const:
+            srcs.append((j, pl.lit(shapes[j].const[n])))
+        elif n in shapes[j].names:
+            srcs.append((j, pl.col(f"{j}:{n}")))
+    return srcs
+
+
+def _with_envelope_columns(todo: pl.DataFrame, typed_cols: pl.DataFrame, text: bool) -> pl.DataFrame:
+    """The rows' envelope columns (and their text) beside their typed columns, line and kind first."""
+    env = [pl.col("line"), pl.col("ts"), pl.col("ts_has_date"), pl.col("rank"), *[pl.col(a) for a in RANK_AXES]]
+    if text:
+        env.append(pl.col("raw").alias("text"))
+    out = pl.concat([todo.select(env), typed_cols], how="horizontal")
+    return out.select("line", "kind", *[c for c in out.columns if c not in ("line", "kind")])
+
+
+def _join_head_fields(out: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """Batch rows -> + the fields of their heads (``messages.head_fields``, one per distinct head;
+    not those the key/values give), without the ``_head`` column."""
+    pairs = out.select("kind", "_head").unique().rows()
+    head_rows = [{"kind": k, "_head": h, **messages.head_fields(k, h)} for k, h in pairs if h is not None]
+    head_cols = [c for c in sorted({k for r in head_rows for k in r} - {"kind", "_head"}) if c not in names]
+    if head_cols:
+        hdf = pl.DataFrame(head_rows, infer_schema_length=None).select("kind", "_head", *head_cols)
+        out = out.join(hdf, on=["kind", "_head"], how="left", maintain_order="left")
+    return out.drop("_head")
 
 
 # ---------------------------------------------------------------- single-terminal rules (TERMS)
