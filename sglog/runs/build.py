@@ -813,74 +813,87 @@ def _roll_frame(frame: pl.DataFrame) -> pl.DataFrame:
 # ------------------------------------------------------------------ version
 
 
+Release = tuple[int, int, int]
+Bounds = tuple[Release | None, Release | None]  # (the lowest, the highest release a format admits; None: no bound)
+_NO_LOWER, _NO_UPPER = (0, 2, 15), (9, 9, 99)
+# batch-line fields that exist only from, or only up to, a release
+_BATCH_CLUES: tuple[tuple[str, Release | None, Release | None], ...] = (
+    ("accept_rate", (0, 5, 3), None),
+    ("pending_token", (0, 5, 11), None),
+    ("cache_hit_rate", None, (0, 4, 2)),
+)
+
+
 def guess_version(run: Run) -> str | None:
-    """The SGLang version (or range) as far as the log's formats tell."""
+    """The SGLang version (or range) as far as the log's formats tell: pip's line, else the
+    releases that every format seen admits (the bounds only narrow: their order does not matter)."""
     for e in run.events_of("pip_package"):
         if e.get("package") == "sglang":
             return str(e.get("version"))
-    lo, hi = (0, 2, 15), (9, 9, 99)
+    bounds = [_event_bounds(e) for e in run.events_of("server_args", "weight_load_end", "init_dist_end", "init_dist_begin", "cuda_graph_capture_end")]
+    bounds += _run_bounds(run)
+    lo = max([_NO_LOWER, *(b[0] for b in bounds if b[0] is not None)])
+    hi = min([_NO_UPPER, *(b[1] for b in bounds if b[1] is not None)])
+    return _version_range(lo, hi)
 
-    def at_least(v):
-        nonlocal lo
-        lo = max(lo, v)
 
-    def at_most(v):
-        nonlocal hi
-        hi = min(hi, v)
+def _event_bounds(e: Event) -> Bounds:
+    """The releases a startup line's format admits."""
+    k = e.kind
+    if k == "server_args":
+        return ((0, 5, 19), None) if e.get("style") == "dict" else (None, (0, 5, 18))
+    if k == "weight_load_end":
+        if "elapsed" in e.fields and "dtype" in e.fields:
+            return (0, 5, 9), (0, 5, 9)
+        if "elapsed" in e.fields:
+            return (0, 5, 10), None
+        if "mem_usage" in e.fields:
+            return (0, 4, 3), (0, 5, 8)
+        return None, (0, 4, 2)
+    if k == "init_dist_end":
+        if "elapsed" in e.fields:
+            return (0, 5, 9), None
+        if e.text and "Init parallel" in e.text:
+            return (0, 5, 21), None
+        return (0, 4, 3), (0, 5, 8)
+    if k == "init_dist_begin" and "Init nccl" in (e.text or ""):
+        return None, (0, 3, 3)
+    if k == "cuda_graph_capture_end":
+        if "Time elapsed" in (e.text or ""):
+            return None, (0, 5, 13)
+        if "elapsed=" in (e.text or ""):
+            return (0, 5, 14), None
+    return None, None
 
-    # (the bounds only narrow: the order the events are looked at does not matter)
-    for e in run.events_of("server_args", "weight_load_end", "init_dist_end", "init_dist_begin", "cuda_graph_capture_end"):
-        k = e.kind
-        if k == "server_args":
-            if e.get("style") == "dict":
-                at_least((0, 5, 19))
-            else:
-                at_most((0, 5, 18))
-        elif k == "weight_load_end":
-            if "elapsed" in e.fields and "dtype" in e.fields:
-                at_least((0, 5, 9)), at_most((0, 5, 9))
-            elif "elapsed" in e.fields:
-                at_least((0, 5, 10))
-            elif "mem_usage" in e.fields:
-                at_least((0, 4, 3)), at_most((0, 5, 8))
-            else:
-                at_most((0, 4, 2))
-        elif k == "init_dist_end":
-            if "elapsed" in e.fields:
-                at_least((0, 5, 9))
-            elif e.text and "Init parallel" in e.text:
-                at_least((0, 5, 21))
-            else:
-                at_least((0, 4, 3)), at_most((0, 5, 8))
-        elif k == "init_dist_begin" and "Init nccl" in e.text:
-            at_most((0, 3, 3))
-        elif k == "cuda_graph_capture_end":
-            if "Time elapsed" in e.text:
-                at_most((0, 5, 13))
-            elif "elapsed=" in e.text:
-                at_least((0, 5, 14))
+
+def _run_bounds(run: Run) -> list[Bounds]:
+    """The releases the run's other formats admit: times of day without dates on ranked lines
+    (up to 0.3.3), batch-line fields (_BATCH_CLUES)."""
+    out: list[Bounds] = []
     dateless = not all(map(operator.attrgetter("ts_has_date"), run.events))  # (in C; the full test only when some are)
     if dateless and any(e.ts is not None and not e.ts_has_date and e.rank is not None for e in run.events):
-        at_most((0, 3, 3))
-    if run.batches.height:
-        if "accept_rate" in run.batches.columns and run.batches.get_column("accept_rate").drop_nulls().len():
-            at_least((0, 5, 3))
-        if "pending_token" in run.batches.columns and run.batches.get_column("pending_token").drop_nulls().len():
-            at_least((0, 5, 11))
-        if "cache_hit_rate" in run.batches.columns and run.batches.get_column("cache_hit_rate").drop_nulls().len():
-            at_most((0, 4, 2))
-    if lo == (0, 2, 15) and hi == (9, 9, 99):
+        out.append((None, (0, 3, 3)))
+    b = run.batches
+    if b.height:
+        out += [(lo, hi) for col, lo, hi in _BATCH_CLUES if col in b.columns and b.get_column(col).drop_nulls().len()]
+    return out
+
+
+def _version_range(lo: Release, hi: Release) -> str | None:
+    """``0.5.9``, ``>=0.5.10``, ``<=0.4.2``, ``0.4.3-0.5.8``, ``mixed`` (formats of releases
+    that exclude each other), or None (nothing tells)."""
+    if lo == _NO_LOWER and hi == _NO_UPPER:
         return None
-    fmt = lambda v: ".".join(map(str, v))  # noqa: E731
+    fmt = ".".join
     if lo == hi:
-        return fmt(lo)
-    if hi == (9, 9, 99):
-        return f">={fmt(lo)}"
-    if lo == (0, 2, 15):
-        return f"<={fmt(hi)}"
+        return fmt(map(str, lo))
+    if hi == _NO_UPPER:
+        return f">={fmt(map(str, lo))}"
+    if lo == _NO_LOWER:
+        return f"<={fmt(map(str, hi))}"
     if lo > hi:
         return "mixed"
-    return f"{fmt(lo)}-{fmt(hi)}"
+    return f"{fmt(map(str, lo))}-{fmt(map(str, hi))}"
 
 
 # ------------------------------------------------------------------ startup
