@@ -6,9 +6,83 @@ from collections.abc import Iterator
 
 from sglog.findings import Fix
 from sglog.rules.base import Option, Rule, event_evidence
-from sglog.rules.capacity.fit import pool_fit
+from sglog.rules.capacity.fit import PoolFit, pool_fit
 from sglog.rules.memory.budget import budget_evidence
 from sglog.rules.said import said
+
+
+def _refused(run, ctx: int) -> list:
+    """The requests refused for the pool: rejected as too long against max_total_tokens (or a limit below the context)."""
+    return [s for s in said(run, "request_too_long") if s.get("action") == "rejected" and (s.get("limit_kind") == "max_total_tokens" or (isinstance(s.get("limit"), int) and s.get("limit") < ctx - 8))]
+
+
+def _message(pool: int, ctx: int, where: str, refused: list) -> str:
+    if pool <= 0:
+        msg = f"The KV pool is empty{where}: the profiled max_total_num_tokens is {pool:,}, so no request of any length fits (context_len {ctx:,})."
+    else:
+        msg = f"The KV pool{where} holds {pool:,} tokens, less than one request of the full context length ({ctx:,} tokens): longer prompts are refused."
+    if refused:
+        msg = msg[:-1] + f"; {len({s.get('input_tokens') for s in refused})} refused for it."
+    return msg
+
+
+def _raise_fix(fit: PoolFit, ctx: int) -> Fix:
+    """The fraction that holds `ctx` tokens and keeps the headroom."""
+    return Fix(
+        summary=f"Raise --mem-fraction-static to {fit.mfs_needed:.2f} = {fit.basis} to hold {ctx:,} tokens; at most {fit.mfs_upper:.2f} keeps {fit.headroom_gb:.1f} GB free for activations.",
+        args={"--mem-fraction-static": f"{fit.mfs_needed:.2f}"},
+        safety=f"At {fit.mfs_needed:.2f} less memory stays free for activations and CUDA graphs; check available_gpu_mem (5-8 GB) in the next run.",
+    )
+
+
+def _no_fraction(fit: PoolFit, ctx: int) -> str:
+    """Why no fraction is suggested, as the start of a sentence."""
+    if fit.mfs_needed is not None and fit.mfs_upper is not None:
+        why = f"no fraction fits: {ctx:,} tokens need {fit.mfs_needed:.2f} of the card, at most {fit.mfs_upper:.2f} leaves {fit.headroom_gb:.1f} GB for activations"
+    else:
+        why = f"the log lacks {' and '.join(fit.missing) or 'the memory lines'} to compute a fraction"
+    return f"{why[:1].upper()}{why[1:]}"
+
+
+def _cap_fix(fit: PoolFit, pool: int, cap: int, why: str) -> Fix:
+    """--context-length to what the pool holds (grown to the largest fraction that keeps the headroom, if that is more)."""
+    reach = fit.reachable_pool
+    grow = reach is not None and reach > pool and fit.mfs_upper is not None
+    args: dict[str, str | None] = {"--context-length": str(cap)}
+    if grow:
+        args = {"--mem-fraction-static": f"{fit.mfs_upper:.2f}", **args}
+        pool_txt = f"--mem-fraction-static {fit.mfs_upper:.2f} grows the pool from {pool:,} to ~{reach:,} tokens and --context-length {cap} makes the limit that pool's"
+    else:
+        pool_txt = f"--context-length {cap} makes the limit the pool's ({pool:,} tokens, rounded down to 1024)"
+    return Fix(
+        summary=f"{why}: {pool_txt}; more capacity needs --kv-cache-dtype fp8_e4m3, more GPUs (--tp) or a quantized checkpoint.",
+        args=args,
+        safety=f"--context-length {cap} refuses prompts longer than {cap:,} tokens up front; an fp8 KV cache can cost accuracy.",
+    )
+
+
+def _fix(fit: PoolFit, pool: int, ctx: int) -> Fix:
+    """A fraction that holds `ctx` tokens, else a context the pool holds, else more memory."""
+    if fit.fits:
+        return _raise_fix(fit, ctx)
+    why = _no_fraction(fit, ctx)
+    cap = fit.context_cap
+    if cap and pool > 0:
+        return _cap_fix(fit, pool, cap, why)
+    return Fix(
+        summary=f"{why}: raise --mem-fraction-static until the pool is positive, or use more GPUs (--tp), a quantized checkpoint or --kv-cache-dtype fp8_e4m3.",
+        args={},
+        safety="A higher fraction leaves less memory for activations; an fp8 KV cache can cost accuracy.",
+    )
+
+
+def _offered_only(fix: Fix) -> Fix:
+    """No request was refused for it: a shorter context is a choice to offer, not a change to make."""
+    return Fix(
+        summary=fix.summary + " (Not in the suggested change: no request was refused for it in this log.)",
+        args={k: v for k, v in fix.args.items() if k != "--context-length"},
+        safety=fix.safety,
+    )
 
 
 class KvPoolSmallerThanRequest(Rule):
@@ -91,58 +165,14 @@ class KvPoolSmallerThanRequest(Rule):
         ctx = pool_ev.get("context_len") if isinstance(pool_ev.get("context_len"), int) else run.memory.context_len
         if not ctx or pool >= ctx:
             return
-        refused = [
-            s for s in said(run, "request_too_long") if s.get("action") == "rejected" and (s.get("limit_kind") == "max_total_tokens" or (isinstance(s.get("limit"), int) and s.get("limit") < ctx - 8))
-        ]
-        starved = pool <= 0
+        refused = _refused(run, ctx)
         fit = pool_fit(run, ctx, o["headroom_gb"], o["headroom_share"], o["min_kv_gb_if_unknown"])
         where = f" on {pool_ev.rank.label}" if pool_ev.rank is not None and len(summaries) > 1 else ""
-        if starved:
-            msg = f"The KV pool is empty{where}: the profiled max_total_num_tokens is {pool:,}, so no request of any length fits (context_len {ctx:,})."
-        else:
-            msg = f"The KV pool{where} holds {pool:,} tokens, less than one request of the full context length ({ctx:,} tokens): longer prompts are refused."
-        if refused:
-            msg = msg[:-1] + f"; {len({s.get('input_tokens') for s in refused})} refused for it."
-        if fit.fits:
-            extra = f"{fit.mfs_needed:.2f} = {fit.basis}"
-            fix = Fix(
-                summary=f"Raise --mem-fraction-static to {extra} to hold {ctx:,} tokens; at most {fit.mfs_upper:.2f} keeps {fit.headroom_gb:.1f} GB free for activations.",
-                args={"--mem-fraction-static": f"{fit.mfs_needed:.2f}"},
-                safety=f"At {fit.mfs_needed:.2f} less memory stays free for activations and CUDA graphs; check available_gpu_mem (5-8 GB) in the next run.",
-            )
-        else:
-            if fit.mfs_needed is not None and fit.mfs_upper is not None:
-                why = f"no fraction fits: {ctx:,} tokens need {fit.mfs_needed:.2f} of the card, at most {fit.mfs_upper:.2f} leaves {fit.headroom_gb:.1f} GB for activations"
-            else:
-                why = f"the log lacks {' and '.join(fit.missing) or 'the memory lines'} to compute a fraction"
-            cap = fit.context_cap
-            reach = fit.reachable_pool
-            if cap and not starved:
-                grow = reach is not None and reach > pool and fit.mfs_upper is not None
-                args: dict[str, str | None] = {"--context-length": str(cap)}
-                if grow:
-                    args = {"--mem-fraction-static": f"{fit.mfs_upper:.2f}", **args}
-                    pool_txt = f"--mem-fraction-static {fit.mfs_upper:.2f} grows the pool from {pool:,} to ~{reach:,} tokens and --context-length {cap} makes the limit that pool's"
-                else:
-                    pool_txt = f"--context-length {cap} makes the limit the pool's ({pool:,} tokens, rounded down to 1024)"
-                fix = Fix(
-                    summary=f"{why[:1].upper()}{why[1:]}: {pool_txt}; more capacity needs --kv-cache-dtype fp8_e4m3, more GPUs (--tp) or a quantized checkpoint.",
-                    args=args,
-                    safety=f"--context-length {cap} refuses prompts longer than {cap:,} tokens up front; an fp8 KV cache can cost accuracy.",
-                )
-            else:
-                fix = Fix(
-                    summary=f"{why[:1].upper()}{why[1:]}: raise --mem-fraction-static until the pool is positive, or use more GPUs (--tp), a quantized checkpoint or --kv-cache-dtype fp8_e4m3.",
-                    args={},
-                    safety="A higher fraction leaves less memory for activations; an fp8 KV cache can cost accuracy.",
-                )
+        fix = _fix(fit, pool, ctx)
         ev = [event_evidence(pool_ev)] + [x for x in budget_evidence(run) if x.line != pool_ev.line] + [event_evidence(s.event) for s in refused[:1]]
-        severity = None if starved else ("warning" if refused else "info")
+        severity = None if pool <= 0 else ("warning" if refused else "info")
         if severity == "info" and fix.args.get("--context-length"):
-            # no request was refused for it: a shorter context is a choice to offer, not a change to make
-            fix = Fix(
-                summary=fix.summary + " (Not in the suggested change: no request was refused for it in this log.)",
-                args={k: v for k, v in fix.args.items() if k != "--context-length"},
-                safety=fix.safety,
-            )
-        yield self.finding(run, msg, ev, fix, severity=severity, pool_tokens=pool, context_len=ctx, mfs_needed=fit.mfs_needed, mfs_upper=fit.mfs_upper, refused=len(refused))
+            fix = _offered_only(fix)
+        yield self.finding(
+            run, _message(pool, ctx, where, refused), ev, fix, severity=severity, pool_tokens=pool, context_len=ctx, mfs_needed=fit.mfs_needed, mfs_upper=fit.mfs_upper, refused=len(refused)
+        )

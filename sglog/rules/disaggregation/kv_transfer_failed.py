@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
@@ -39,6 +40,120 @@ def _kv_failures(run) -> list:
     for kind in (*BLOCK_KINDS, *DESCRIBED_KINDS):
         hits += [i for i in run.by_kind.get(kind, ()) if "kv_transfer" in (run.events[i].get("signatures") or ())]
     return [run.events[i] for i in sorted(set(hits))]
+
+
+@dataclass(frozen=True)
+class _Failures:
+    """What the failed transfers say: which requests, which ranks, which peers, which errors."""
+
+    lines: list  # the failure events, in ``events`` order
+    rooms: list  # the distinct bootstrap rooms (one per request), sorted
+    sides: dict[str, set[int]]  # "prefill" / "decode" -> the ranks whose transfers failed
+    hosts: list[str]  # the hosts of the unreachable Mooncake sessions, sorted
+    errors: list[str]  # the exception messages, in order
+    first_err: str  # the first exception message (else the first line's message)
+
+    @property
+    def where(self) -> str:
+        """'prefill ranks 0-1 and decode ranks 3' (prefill first)."""
+        return " and ".join(f"{side} ranks {_ranges(rs)}" for side, rs in sorted(self.sides.items(), key=lambda kv: kv[0] != "prefill"))
+
+
+def _sides(fails) -> dict[str, set[int]]:
+    """The ranks whose transfers failed, by side: the line's transfer rank, else its TP rank."""
+    sides: dict[str, set[int]] = {}
+    for e in fails:
+        side = e.get("side")
+        r = e.get("transfer_rank")
+        if r is None and e.rank is not None and e.rank.tp is not None:
+            r = e.rank.tp
+        if side and r is not None:
+            sides.setdefault(side, set()).add(int(r))
+    return sides
+
+
+def _failures(fails) -> _Failures:
+    sessions = sorted({str(e.get("peer_session")) for e in fails if e.get("peer_session")})  # (the reader's: sglog/read/signatures.py)
+    errors = [m for m in ((e.get("exc_message") or "").strip() for e in fails) if m]
+    return _Failures(
+        lines=fails,
+        rooms=sorted({e.get("bootstrap_room") for e in fails if e.get("bootstrap_room") is not None}),
+        sides=_sides(fails),
+        hosts=sorted({x.rsplit(":", 1)[0] for x in sessions}),
+        errors=errors,
+        first_err=errors[0] if errors else str(fails[0].get("message") or first_line(fails[0].text)).strip(),
+    )
+
+
+def _http_5xx(run, fails) -> list[dict]:
+    """The access lines answered with HTTP 5xx from the first failure on (all of them when no failure has a time)."""
+    t0 = next((e.ts for e in fails if e.ts is not None), None)
+    acc = run.access
+    bad = acc.filter(pl.col("status") >= 500) if acc.height and "status" in acc.columns else acc.head(0)
+    if bad.height and t0 is not None and "ts" in bad.columns:
+        bad = bad.filter(pl.col("ts").is_null() | (pl.col("ts") >= t0))
+    return bad.to_dicts() if bad.height else []
+
+
+def _message(f: _Failures, bad_rows: list[dict]) -> str:
+    fails, rooms, where = f.lines, f.rooms, f.where
+    req = f"{len(rooms)} request{'s' if len(rooms) != 1 else ''}" if rooms else "requests"
+    http = ""
+    if bad_rows:
+        codes = sorted({int(r["status"]) for r in bad_rows})
+        http = f"; {len(bad_rows)} HTTP {'/'.join(map(str, codes))} answer{'s' if len(bad_rows) != 1 else ''}"
+    return f"PD-disaggregation KV transfers failed: {len(fails)} failure line{'s' if len(fails) != 1 else ''} for {req}{f' on {where}' if where else ''}{http}; first: {f.first_err[:150]}"
+
+
+def _summary_note(f: _Failures) -> str:
+    """The evidence's summary: lines, bootstrap rooms, ranks, unreachable sessions."""
+    rooms, where = f.rooms, f.where
+    note = [f"{len(f.lines)} transfer-failure lines"]
+    if rooms:
+        shown = ", ".join(str(x) for x in rooms[:3]) + (f" and {len(rooms) - 3} more" if len(rooms) > 3 else "")
+        note.append(f"bootstrap room{'s' if len(rooms) != 1 else ''} {shown}")
+    if where:
+        note.append(where)
+    if f.hosts:
+        note.append(f"unreachable Mooncake sessions on {', '.join(f.hosts)}")
+    return "; ".join(note)
+
+
+def _evidence(run, f: _Failures, bad_rows: list[dict]) -> list:
+    """The first failure lines, the summary, the first HTTP 5xx answers."""
+    ev = [event_evidence(e) for e in f.lines[:3]]
+    ev.append(window_evidence(run, _summary_note(f)))
+    ev.extend(row_evidence(r, note=f"HTTP {r['status']}") for r in bad_rows[:2])
+    return ev
+
+
+def _leads(f: _Failures) -> list[str]:
+    """What the errors point at: another rank, the unreachable decode sessions, the prefill instance."""
+    low = " ".join(f.errors).lower() or f.first_err.lower()
+    lead = []
+    if "unknown reason from another rank" in low:
+        lead.append(
+            "another rank of this instance failed its part of the transfer: find its first error in the other ranks' logs and the Mooncake transfer-engine lines (e.g. an RDMA `local protection error`)"
+        )
+    if f.hosts:
+        lead.append(
+            f"the prefill side cannot reach the decode instance's Mooncake sessions on {', '.join(f.hosts)}: check that these are the decode nodes' RDMA/RoCE addresses and that the decode instance is alive"
+        )
+    if "prefill instance" in low:
+        lead.append("the decode side could not fetch the KV cache from the prefill instance: check that it is alive and reachable on its RDMA network")
+    return lead
+
+
+def _fix_summary(run, f: _Failures) -> str:
+    """The leads, then the common cause's fix (the addresses and the RDMA device)."""
+    lead = _leads(f)
+    ib = run.args.get("disaggregation_ib_device") if run.args else None
+    ib_txt = f"check that --disaggregation-ib-device ({ib}) names the RDMA device(s)" if ib else "pass --disaggregation-ib-device with the RDMA device(s) (e.g. mlx5_0)"
+    return (
+        (_sentence("; ".join(lead)) + " " if lead else "")
+        + "The common cause is Mooncake sessions registered on the wrong NIC/IP (a bond, management or IPv6 address): on every node set "
+        + f"MC_TCP_BIND_ADDRESS and SGLANG_HOST_IP to that node's RDMA/RoCE-reachable IPv4 and {ib_txt}."
+    )
 
 
 class KvTransferFailed(Rule):
@@ -141,78 +256,18 @@ class KvTransferFailed(Rule):
 
             yield from report(self, run, engine_failures(run), "The PD KV-transfer engine failed")
             return
-        rooms = sorted({e.get("bootstrap_room") for e in fails if e.get("bootstrap_room") is not None})
-        sides: dict[str, set[int]] = {}
-        for e in fails:
-            side = e.get("side")
-            r = e.get("transfer_rank")
-            if r is None and e.rank is not None and e.rank.tp is not None:
-                r = e.rank.tp
-            if side and r is not None:
-                sides.setdefault(side, set()).add(int(r))
-        sessions = sorted({str(e.get("peer_session")) for e in fails if e.get("peer_session")})  # (the reader's: sglog/read/signatures.py)
-        hosts = sorted({x.rsplit(":", 1)[0] for x in sessions})
-        errors = [m for m in ((e.get("exc_message") or "").strip() for e in fails) if m]
-        first_err = errors[0] if errors else str(fails[0].get("message") or first_line(fails[0].text)).strip()
-
-        t0 = next((e.ts for e in fails if e.ts is not None), None)
-        acc = run.access
-        bad = acc.filter(pl.col("status") >= 500) if acc.height and "status" in acc.columns else acc.head(0)
-        if bad.height and t0 is not None and "ts" in bad.columns:
-            bad = bad.filter(pl.col("ts").is_null() | (pl.col("ts") >= t0))
-        bad_rows = bad.to_dicts() if bad.height else []
-
-        repeated = len(rooms) >= o["repeat_requests"]
-        severity = None if (bad_rows or repeated) else "warning"
-
-        req = f"{len(rooms)} request{'s' if len(rooms) != 1 else ''}" if rooms else "requests"
-        where = " and ".join(f"{side} ranks {_ranges(rs)}" for side, rs in sorted(sides.items(), key=lambda kv: kv[0] != "prefill"))
-        http = ""
-        if bad_rows:
-            codes = sorted({int(r["status"]) for r in bad_rows})
-            http = f"; {len(bad_rows)} HTTP {'/'.join(map(str, codes))} answer{'s' if len(bad_rows) != 1 else ''}"
-        msg = f"PD-disaggregation KV transfers failed: {len(fails)} failure line{'s' if len(fails) != 1 else ''} for {req}{f' on {where}' if where else ''}{http}; first: {first_err[:150]}"
-
-        ev = [event_evidence(e) for e in fails[:3]]
-        note = [f"{len(fails)} transfer-failure lines"]
-        if rooms:
-            shown = ", ".join(str(x) for x in rooms[:3]) + (f" and {len(rooms) - 3} more" if len(rooms) > 3 else "")
-            note.append(f"bootstrap room{'s' if len(rooms) != 1 else ''} {shown}")
-        if where:
-            note.append(where)
-        if sessions:
-            note.append(f"unreachable Mooncake sessions on {', '.join(hosts)}")
-        ev.append(window_evidence(run, "; ".join(note)))
-        ev.extend(row_evidence(r, note=f"HTTP {r['status']}") for r in bad_rows[:2])
-
-        low = " ".join(errors).lower() or first_err.lower()
-        lead = []
-        if "unknown reason from another rank" in low:
-            lead.append(
-                "another rank of this instance failed its part of the transfer: find its first error in the other ranks' logs and the Mooncake transfer-engine lines (e.g. an RDMA `local protection error`)"
-            )
-        if sessions:
-            lead.append(
-                f"the prefill side cannot reach the decode instance's Mooncake sessions on {', '.join(hosts)}: check that these are the decode nodes' RDMA/RoCE addresses and that the decode instance is alive"
-            )
-        if "prefill instance" in low:
-            lead.append("the decode side could not fetch the KV cache from the prefill instance: check that it is alive and reachable on its RDMA network")
-        ib = run.args.get("disaggregation_ib_device") if run.args else None
-        ib_txt = f"check that --disaggregation-ib-device ({ib}) names the RDMA device(s)" if ib else "pass --disaggregation-ib-device with the RDMA device(s) (e.g. mlx5_0)"
-        summary = (
-            (_sentence("; ".join(lead)) + " " if lead else "")
-            + "The common cause is Mooncake sessions registered on the wrong NIC/IP (a bond, management or IPv6 address): on every node set "
-            + f"MC_TCP_BIND_ADDRESS and SGLANG_HOST_IP to that node's RDMA/RoCE-reachable IPv4 and {ib_txt}."
-        )
+        f = _failures(fails)
+        bad_rows = _http_5xx(run, fails)
+        repeated = len(f.rooms) >= o["repeat_requests"]
         yield self.finding(
             run,
-            msg,
-            ev,
-            Fix(summary=summary, args={}, safety=self.fix_safety),
-            severity=severity,
+            _message(f, bad_rows),
+            _evidence(run, f, bad_rows),
+            Fix(summary=_fix_summary(run, f), args={}, safety=self.fix_safety),
+            severity=None if (bad_rows or repeated) else "warning",
             failures=len(fails),
-            requests=len(rooms),
+            requests=len(f.rooms),
             http_5xx=len(bad_rows),
-            ranks={k: sorted(v) for k, v in sides.items()},
-            sessions=hosts,
+            ranks={k: sorted(v) for k, v in f.sides.items()},
+            sessions=f.hosts,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from sglog.findings import Fix
 from sglog.rules import facts
@@ -23,6 +24,113 @@ def _graph_gb(run, o, spec: bool) -> tuple[float, str | None]:
     per = o["graph_mb_per_bs"] * (2 if spec else 1)
     est = per * bs / 1024
     return est, f"CUDA graphs {est:.2f} GB (not captured yet: {o['graph_mb_per_bs']:g} MB per batch size x max bs {bs}{' x target+draft' if spec else ''})"
+
+
+def _kv_min_gb(m, o) -> tuple[float, str | None, str | None]:
+    """The smallest useful KV pool (GB), how it was computed, and the assumption made (None: measured)."""
+    bpt = m.bytes_per_kv_token
+    if bpt:
+        return o["min_kv_tokens"] * bpt / GiB, f"{o['min_kv_tokens']} tokens x {bpt / 1024:.1f} KB", None
+    kv_min = o["min_kv_gb_if_unknown"]
+    return kv_min, None, f"minimum KV pool {kv_min:.1f} GB (no KV Cache line: bytes/token unknown)"
+
+
+def _draft_weights_gb(m, o, algo: str) -> tuple[float, str | None]:
+    """W_d measured, or assumed when the crash came before the draft loaded (then the assumption)."""
+    if m.draft_weights_gb is not None:
+        return m.draft_weights_gb, None
+    w_d = o["standalone_draft_weights_gb_if_unknown"] if algo == "STANDALONE" else o["draft_weights_gb_if_unknown"]
+    return w_d, f"draft weights {w_d:.1f} GB (the crash came before the draft model loaded)"
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The feasible --mem-fraction-static window and the numbers it comes from (GB)."""
+
+    total: float  # T
+    used: float  # A_w: the target weights
+    kv_min: float
+    kv_src: str | None  # how kv_min was computed (None: assumed)
+    draft: float  # W_d + K_d
+    graphs: float  # G
+    headroom: float  # H
+    draft_counted: bool  # the build already budgets the draft (0.5.14+)
+    mfs_min: float
+    mfs_max: float
+    assumptions: list[str]
+
+    @property
+    def lo(self) -> float:
+        return ceil_to(self.mfs_min)
+
+    @property
+    def hi(self) -> float:
+        return floor_to(self.mfs_max)
+
+    @property
+    def suggestion(self) -> float:
+        """The most KV that keeps the headroom."""
+        return floor_to(self.mfs_max - 0.01)
+
+    @property
+    def basis(self) -> str:
+        """Both bounds, with the run's numbers."""
+        T = self.total
+        return (
+            f"lower bound {self.lo:.2f} = (weights {self.used:.1f} GB + minimum KV {self.kv_min:.1f} GB{' ' + self.kv_src if self.kv_src else ''}) / T {T:.1f} GB; "
+            f"upper bound {self.hi:.2f} = 1 - (headroom {self.headroom:.1f} + CUDA graphs {self.graphs:.1f}" + ("" if self.draft_counted else f" + draft {self.draft:.1f}") + f" GB) / T {T:.1f} GB"
+        )
+
+    @property
+    def assumed(self) -> str:
+        return (" Assumed: " + "; ".join(self.assumptions) + ".") if self.assumptions else ""
+
+
+def _window(run, o, c, T: float, algo: str) -> _Window:
+    """mfs_min = (A_w + kv_min [+ W_d + K_d when the build counts the draft]) / T, at least SGLang's own
+    minimum; mfs_max = 1 - (H + G [+ W_d + K_d when it does not]) / T."""
+    m = run.memory
+    used = T - m.avail_after_weights_gb
+    kv_min, kv_src, kv_assumed = _kv_min_gb(m, o)
+    w_d, w_assumed = _draft_weights_gb(m, o, algo)
+    k_d = m.draft_kv_gb or 0.0
+    g, g_assumed = _graph_gb(run, o, spec=True)
+    h = min(o["headroom_gb"], o["headroom_share"] * T)
+    draft_counted = bool(sglang_bound(c).get("draft_counted"))
+    mfs_min = (used + kv_min + ((w_d + k_d) if draft_counted else 0.0)) / T
+    above = suggested_above(c)
+    if above is not None:
+        mfs_min = max(mfs_min, above)
+    outside = h + g + (0.0 if draft_counted else w_d + k_d)
+    assumptions = [a for a in (kv_assumed, w_assumed, g_assumed) if a]
+    return _Window(T, used, kv_min, kv_src, w_d + k_d, g, h, draft_counted, mfs_min, 1 - outside / T, assumptions)
+
+
+def _message(algo: str, mfs: float | None, w: _Window) -> str:
+    T, used = w.total, w.used
+    static = (mfs or 0) * T
+    if mfs is not None and static < used:
+        why = f"reserves {static:.1f} of {T:.1f} GB, less than the {used:.1f} GB the target weights already use"
+    elif mfs is not None:
+        why = f"reserves {static:.1f} of {T:.1f} GB, leaving {static - used:.1f} GB beyond the target weights ({used:.1f} GB) for KV cache and the draft"
+    else:
+        why = f"does not leave room beyond the {used:.1f} GB of target weights"
+    mfs_txt = f" {mfs:.2f}" if mfs is not None else ""
+    return f"{algo} run crashed setting up the memory pool: the automatic --mem-fraction-static{mfs_txt} {why}; the draft model is not budgeted."
+
+
+def _shrink_fix(run, w: _Window) -> Fix:
+    """No fraction fits: the lower bound, and smaller graphs / draft tree / prefill chunks."""
+    bs = facts.max_graph_bs(run)
+    smaller = facts.round_up_capture((bs or 32) / 4) if bs else 8
+    args: dict[str, str | None] = {"--mem-fraction-static": f"{w.lo:.2f}", "--cuda-graph-max-bs": str(smaller)}
+    return Fix(
+        summary=f"No fraction fits: the lower bound {w.lo:.2f} is above the upper bound {w.hi:.2f} ({w.basis}). "
+        f"Shrink what lives outside the static pool: --cuda-graph-max-bs {smaller}, a smaller draft tree "
+        f"(--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4), --chunked-prefill-size 4096; or use more GPUs.{w.assumed}",
+        args=args,
+        safety="With fewer graph sizes, batches above the largest one run without CUDA graphs (slower); at the lower bound the KV pool is minimal and long prompts queue.",
+    )
 
 
 class DraftModelExceedsStaticPool(CrashRule):
@@ -133,80 +241,45 @@ class DraftModelExceedsStaticPool(CrashRule):
         c = self.owned_crash(run)
         if c is None:
             return
-        rc = c.event
         m = run.memory
-        T, t_src = total_gb(run, rc)
+        T, t_src = total_gb(run, c.event)
         algo = facts.spec_algo(run) or "speculative"
         mfs = m.mem_fraction_static
-        evidence = budget_evidence(run) + exception_evidence(rc)
-        assumptions: list[str] = []
+        evidence = budget_evidence(run) + exception_evidence(c.event)
         if not T or m.avail_after_weights_gb is None:
-            msg = f"{algo} run with automatic --mem-fraction-static{'' if mfs is None else f' {mfs:.2f}'} crashed setting up the memory pool ({(rc.get('exc_type') or 'error')})"
-            fix = Fix(
-                summary="Set --mem-fraction-static explicitly: the automatic value does not budget the draft model. "
-                "The log lacks the `Load weight begin/end` lines needed to compute a value; start from the automatic value + 0.05 and watch `available_gpu_mem`.",
-                args={"--mem-fraction-static": fmt_frac(min(0.95, (mfs or 0.8) + 0.05))} if mfs else {},
-                safety=self.safety({"H": o["headroom_gb"]}),
-            )
-            yield self.finding(run, msg, evidence, fix)
+            yield self._unmeasured(run, o, c, algo, evidence)
             return
-        used = T - m.avail_after_weights_gb
-        bpt = m.bytes_per_kv_token
-        if bpt:
-            kv_min = o["min_kv_tokens"] * bpt / GiB
-            kv_src = f"{o['min_kv_tokens']} tokens x {bpt / 1024:.1f} KB"
-        else:
-            kv_min = o["min_kv_gb_if_unknown"]
-            kv_src = None
-            assumptions.append(f"minimum KV pool {kv_min:.1f} GB (no KV Cache line: bytes/token unknown)")
-        if m.draft_weights_gb is not None:
-            w_d = m.draft_weights_gb
-        else:
-            w_d = o["standalone_draft_weights_gb_if_unknown"] if algo == "STANDALONE" else o["draft_weights_gb_if_unknown"]
-            assumptions.append(f"draft weights {w_d:.1f} GB (the crash came before the draft model loaded)")
-        k_d = m.draft_kv_gb or 0.0
-        g, g_assumed = _graph_gb(run, o, spec=True)
-        if g_assumed:
-            assumptions.append(g_assumed)
-        h = min(o["headroom_gb"], o["headroom_share"] * T)
-        draft_counted = bool(sglang_bound(c).get("draft_counted"))
-        mfs_min = (used + kv_min + ((w_d + k_d) if draft_counted else 0.0)) / T
-        above = suggested_above(c)
-        if above is not None:
-            mfs_min = max(mfs_min, above)
-        outside = h + g + (0.0 if draft_counted else w_d + k_d)
-        mfs_max = 1 - outside / T
-        lo, hi = ceil_to(mfs_min), floor_to(mfs_max)
-        suggestion = floor_to(mfs_max - 0.01)
-        static = (mfs or 0) * T
-        if mfs is not None and static < used:
-            why = f"reserves {static:.1f} of {T:.1f} GB, less than the {used:.1f} GB the target weights already use"
-        elif mfs is not None:
-            why = f"reserves {static:.1f} of {T:.1f} GB, leaving {static - used:.1f} GB beyond the target weights ({used:.1f} GB) for KV cache and the draft"
-        else:
-            why = f"does not leave room beyond the {used:.1f} GB of target weights"
-        mfs_txt = f" {mfs:.2f}" if mfs is not None else ""
-        msg = f"{algo} run crashed setting up the memory pool: the automatic --mem-fraction-static{mfs_txt} {why}; the draft model is not budgeted."
-        basis = (
-            f"lower bound {lo:.2f} = (weights {used:.1f} GB + minimum KV {kv_min:.1f} GB{' ' + kv_src if kv_src else ''}) / T {T:.1f} GB; "
-            f"upper bound {hi:.2f} = 1 - (headroom {h:.1f} + CUDA graphs {g:.1f}" + ("" if draft_counted else f" + draft {w_d + k_d:.1f}") + f" GB) / T {T:.1f} GB"
+        w = _window(run, o, c, T, algo)
+        fix = self._fraction_fix(w) if w.suggestion >= w.lo - 1e-9 else _shrink_fix(run, w)
+        yield self.finding(
+            run,
+            _message(algo, mfs, w),
+            evidence,
+            fix,
+            total_gb=T,
+            total_source=t_src,
+            mfs=mfs,
+            mfs_min=round(w.mfs_min, 4),
+            mfs_max=round(w.mfs_max, 4),
+            suggested=w.suggestion,
+            assumptions=w.assumptions,
         )
-        assume = (" Assumed: " + "; ".join(assumptions) + ".") if assumptions else ""
-        if suggestion >= ceil_to(mfs_min) - 1e-9:
-            fix = Fix(
-                summary=f"Set --mem-fraction-static {suggestion:.2f} explicitly (feasible window {lo:.2f}-{hi:.2f}: {basis}).{assume}",
-                args={"--mem-fraction-static": f"{suggestion:.2f}"},
-                safety=self.safety({"H": round(h, 1)}),
-            )
-        else:
-            bs = facts.max_graph_bs(run)
-            smaller = facts.round_up_capture((bs or 32) / 4) if bs else 8
-            args: dict[str, str | None] = {"--mem-fraction-static": f"{lo:.2f}", "--cuda-graph-max-bs": str(smaller)}
-            fix = Fix(
-                summary=f"No fraction fits: the lower bound {lo:.2f} is above the upper bound {hi:.2f} ({basis}). "
-                f"Shrink what lives outside the static pool: --cuda-graph-max-bs {smaller}, a smaller draft tree "
-                f"(--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4), --chunked-prefill-size 4096; or use more GPUs.{assume}",
-                args=args,
-                safety="With fewer graph sizes, batches above the largest one run without CUDA graphs (slower); at the lower bound the KV pool is minimal and long prompts queue.",
-            )
-        yield self.finding(run, msg, evidence, fix, total_gb=T, total_source=t_src, mfs=mfs, mfs_min=round(mfs_min, 4), mfs_max=round(mfs_max, 4), suggested=suggestion, assumptions=assumptions)
+
+    def _unmeasured(self, run, o, c, algo: str, evidence: list):
+        """Without `T` or `A_w` no window: the automatic value + 0.05."""
+        mfs = run.memory.mem_fraction_static
+        msg = f"{algo} run with automatic --mem-fraction-static{'' if mfs is None else f' {mfs:.2f}'} crashed setting up the memory pool ({(c.event.get('exc_type') or 'error')})"
+        fix = Fix(
+            summary="Set --mem-fraction-static explicitly: the automatic value does not budget the draft model. "
+            "The log lacks the `Load weight begin/end` lines needed to compute a value; start from the automatic value + 0.05 and watch `available_gpu_mem`.",
+            args={"--mem-fraction-static": fmt_frac(min(0.95, (mfs or 0.8) + 0.05))} if mfs else {},
+            safety=self.safety({"H": o["headroom_gb"]}),
+        )
+        return self.finding(run, msg, evidence, fix)
+
+    def _fraction_fix(self, w: _Window) -> Fix:
+        return Fix(
+            summary=f"Set --mem-fraction-static {w.suggestion:.2f} explicitly (feasible window {w.lo:.2f}-{w.hi:.2f}: {w.basis}).{w.assumed}",
+            args={"--mem-fraction-static": f"{w.suggestion:.2f}"},
+            safety=self.safety({"H": round(w.headroom, 1)}),
+        )

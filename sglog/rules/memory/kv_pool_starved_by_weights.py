@@ -11,6 +11,54 @@ from sglog.rules.memory.budget import GiB, budget_evidence, total_gb
 from sglog.rules.memory.sglang_check import suggested_above
 from sglog.rules.ownership import SIGNATURE, CrashRule
 
+_SAFETY = "Less memory stays free for activations and CUDA graphs."
+
+
+def _unmeasured_fix(c, mfs: float | None) -> Fix:
+    """Without `T` or `A_w`: SGLang's own minimum, else the current value + 0.05, else just the direction."""
+    above = suggested_above(c)
+    if above is not None:
+        new = ceil_to(above + 0.005)
+        return Fix(f"Raise --mem-fraction-static to {new:.2f} (SGLang's message names {above:.3f} as the minimum).", {"--mem-fraction-static": f"{new:.2f}"}, _SAFETY)
+    if mfs is not None:
+        new = ceil_to(min(0.95, mfs + 0.05))
+        return Fix(f"Raise --mem-fraction-static (try {new:.2f}); the log lacks the weight-load lines needed to compute the value.", {"--mem-fraction-static": f"{new:.2f}"}, _SAFETY)
+    return Fix("Raise --mem-fraction-static; the log lacks the weight-load lines and the current value needed to compute one.", {}, _SAFETY)
+
+
+def _kv_need(m, o) -> tuple[float, str]:
+    """The KV pool to make room for (GB): one full context, else `min_kv_gb_if_unknown`; and how it was computed."""
+    bpt = m.bytes_per_kv_token
+    if bpt and m.context_len:
+        return m.context_len * bpt / GiB, f"one full context ({m.context_len:,} tokens x {bpt / 1024:.1f} KB)"
+    kv_need = o["min_kv_gb_if_unknown"]
+    return kv_need, f"{kv_need:.1f} GB (assumed: no KV line in the log)"
+
+
+def _needed(c, used: float, kv_need: float, T: float) -> float:
+    """mfs = (A_w + kv_need) / T rounded up, at least above the minimum SGLang's message names."""
+    new = ceil_to((used + kv_need) / T)
+    above = suggested_above(c)
+    if above is not None:
+        new = max(new, ceil_to(above + 0.005))
+    return new
+
+
+def _message(mfs: float | None, mfs_txt: str, T: float, used: float) -> str:
+    if mfs is None:
+        return f"Startup failed: the weights use {used:.1f} of {T:.1f} GB and leave no room for the KV pool."
+    return f"Startup failed: {mfs_txt} reserves {mfs * T:.1f} of {T:.1f} GB, about what the weights use ({used:.1f} GB), so the KV pool is empty."
+
+
+def _no_fit_fix(run, new: float, upper: float, headroom: float) -> Fix:
+    """No fraction leaves the headroom: more GPUs, a quantized checkpoint, an fp8 KV cache (the args, when the cache is 16-bit)."""
+    return Fix(
+        summary=f"No fraction fits: the weights plus a minimal KV pool need {new:.2f} of the card but at most {upper:.2f} leaves {headroom:.1f} GB for activations. "
+        "Use more GPUs (--tp), a quantized checkpoint or --kv-cache-dtype fp8_e4m3.",
+        args={"--kv-cache-dtype": "fp8_e4m3"} if str(run.args.get("kv_cache_dtype") or "auto") in ("auto", "bfloat16", "float16", "bf16") else {},
+        safety="An fp8 KV cache halves KV memory but can cost accuracy on some models.",
+    )
+
 
 class KvPoolStarvedByWeights(CrashRule):
     """The weights leave (almost) nothing for the KV cache: startup fails with `Not enough memory`.
@@ -78,54 +126,19 @@ class KvPoolStarvedByWeights(CrashRule):
         # (a server whose pool is smaller than one full-length request is kv-pool-smaller-than-request's)
 
     def _crash(self, run, o, c):
-        rc = c.event
         m = run.memory
-        T, _ = total_gb(run, rc)
-        ev = budget_evidence(run) + exception_evidence(rc)
+        T, _ = total_gb(run, c.event)
+        ev = budget_evidence(run) + exception_evidence(c.event)
         mfs = m.mem_fraction_static
         mfs_txt = f"--mem-fraction-static {mfs:.2f}" if mfs is not None else "--mem-fraction-static"
         if not T or m.avail_after_weights_gb is None:
-            above = suggested_above(c)
             msg = f"Startup failed: the weights leave no memory for the KV cache under {mfs_txt}."
-            if above is not None:
-                new = ceil_to(above + 0.005)
-                fix = Fix(
-                    f"Raise --mem-fraction-static to {new:.2f} (SGLang's message names {above:.3f} as the minimum).",
-                    {"--mem-fraction-static": f"{new:.2f}"},
-                    "Less memory stays free for activations and CUDA graphs.",
-                )
-            elif mfs is not None:
-                new = ceil_to(min(0.95, mfs + 0.05))
-                fix = Fix(
-                    f"Raise --mem-fraction-static (try {new:.2f}); the log lacks the weight-load lines needed to compute the value.",
-                    {"--mem-fraction-static": f"{new:.2f}"},
-                    "Less memory stays free for activations and CUDA graphs.",
-                )
-            else:
-                fix = Fix(
-                    "Raise --mem-fraction-static; the log lacks the weight-load lines and the current value needed to compute one.", {}, "Less memory stays free for activations and CUDA graphs."
-                )
-            return self.finding(run, msg, ev, fix)
+            return self.finding(run, msg, ev, _unmeasured_fix(c, mfs))
         used = T - m.avail_after_weights_gb
-        bpt = m.bytes_per_kv_token
-        if bpt and m.context_len:
-            kv_need = m.context_len * bpt / GiB
-            kv_src = f"one full context ({m.context_len:,} tokens x {bpt / 1024:.1f} KB)"
-        else:
-            kv_need = o["min_kv_gb_if_unknown"]
-            kv_src = f"{kv_need:.1f} GB (assumed: no KV line in the log)"
-        new = ceil_to((used + kv_need) / T)
-        above = suggested_above(c)
-        if above is not None:
-            new = max(new, ceil_to(above + 0.005))
+        kv_need, kv_src = _kv_need(m, o)
+        new = _needed(c, used, kv_need, T)
         headroom = min(o["headroom_gb"], o["headroom_share"] * T)
         upper = floor_to(1 - headroom / T)
-        static = (mfs or 0) * T
-        msg = (
-            f"Startup failed: {mfs_txt} reserves {static:.1f} of {T:.1f} GB, about what the weights use ({used:.1f} GB), so the KV pool is empty."
-            if mfs is not None
-            else f"Startup failed: the weights use {used:.1f} of {T:.1f} GB and leave no room for the KV pool."
-        )
         if new <= upper:
             fix = Fix(
                 summary=f"Raise --mem-fraction-static to {new:.2f} = (weights {used:.1f} GB + KV {kv_src}) / T {T:.1f} GB; at most {upper:.2f} keeps {headroom:.1f} GB for activations.",
@@ -133,10 +146,5 @@ class KvPoolStarvedByWeights(CrashRule):
                 safety="Less memory stays free for activations and CUDA graphs; check available_gpu_mem (5-8 GB) in the next run.",
             )
         else:
-            fix = Fix(
-                summary=f"No fraction fits: the weights plus a minimal KV pool need {new:.2f} of the card but at most {upper:.2f} leaves {headroom:.1f} GB for activations. "
-                "Use more GPUs (--tp), a quantized checkpoint or --kv-cache-dtype fp8_e4m3.",
-                args={"--kv-cache-dtype": "fp8_e4m3"} if str(run.args.get("kv_cache_dtype") or "auto") in ("auto", "bfloat16", "float16", "bf16") else {},
-                safety="An fp8 KV cache halves KV memory but can cost accuracy on some models.",
-            )
-        return self.finding(run, msg, ev, fix, mfs_needed=new, mfs_upper=upper)
+            fix = _no_fit_fix(run, new, upper, headroom)
+        return self.finding(run, _message(mfs, mfs_txt, T, used), ev, fix, mfs_needed=new, mfs_upper=upper)
