@@ -15,7 +15,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -75,45 +75,79 @@ def repro(
     import gc
 
     gc.enable()  # (the other commands run without the cyclic collector, see cli.run; this one may watch a server for hours)
-    from sglog import relaunch as rplan
-    from sglog.errors import InputError, UsageError
     from sglog.repro.launch import check_seconds
-    from sglog.runs.build import load_runs
 
     check_seconds("--timeout", timeout, 1)  # (finite: nan and inf never ended, #28)
     check_seconds("--stop-grace", stop_grace, 0)
+    original, findings, plan = _make_plan(log, run, finding, set_, launcher)
+    if not execute:
+        _dry_run(plan, fmt)
+    if fmt == ReproFormat.rich:
+        _print_plan(plan)
+    _check_bench_host(bench, plan.host)
+    outcome = _execute(plan, log, log_out, timeout, bench, stop_grace, quiet, fmt)
+    _verify(plan, original, findings, outcome, fmt, fail_on.value)
+
+
+# ------------------------------------------------------------------ plan
+
+
+def _make_plan(log: str, wanted: int | None, finding: list[str] | None, set_: list[str] | None, launcher: str | None):
+    """The run to relaunch, its log's findings and the plan: (original, findings, plan)."""
+    from sglog import relaunch as rplan
+
     sets = rplan.parse_sets(set_ or [])
     selected = [s for s in (finding or []) if s.strip()]
-    runs = load_runs([log])
-    if not runs or not any(r.args or r.launch_command for r in runs):
-        raise InputError(f"{log}: no server_args dump or launch command; cannot rebuild the launch")
-    findings = _diagnose(runs)
-    if findings is None:
-        if selected:
-            raise UsageError("--finding needs sglog's diagnose rules, which are not available in this build")
-        findings = []
-    original = _choose_run(runs, findings, run, selected)
+    runs = _launchable_runs(log)
+    findings = _findings(runs, selected)
+    original = _choose_run(runs, findings, wanted, selected)
     choice = rplan.choose_launcher(original.launch_command, launcher, os.environ.get("SGLOG_LAUNCHER"))
     plan = rplan.build_plan(original, findings, selected, sets, launcher=choice[0], log=log)
     if choice[1]:
         from dataclasses import replace
 
         plan = replace(plan, notes=tuple(choice[1]) + plan.notes)
+    return original, findings, plan
 
-    if not execute:
-        if fmt == ReproFormat.json:
-            _write_json(plan.to_dict() | {"dry_run": True})
-        else:
-            _print_plan(plan)
-            stderr_console().print("dry run: add --execute to launch it", markup=False, highlight=False)
-        raise SystemExit(0)
 
-    if fmt == ReproFormat.rich:
+def _launchable_runs(log: str):
+    """The log's runs; an InputError when none has a server_args dump or a launch command."""
+    from sglog.errors import InputError
+    from sglog.runs.build import load_runs
+
+    runs = load_runs([log])
+    if not runs or not any(r.args or r.launch_command for r in runs):
+        raise InputError(f"{log}: no server_args dump or launch command; cannot rebuild the launch")
+    return runs
+
+
+def _findings(runs, selected: list[str]):
+    """The runs' findings; none when this build has no rules engine (then --finding is a UsageError)."""
+    from sglog.errors import UsageError
+
+    findings = _diagnose(runs)
+    if findings is None:
+        if selected:
+            raise UsageError("--finding needs sglog's diagnose rules, which are not available in this build")
+        findings = []
+    return findings
+
+
+def _dry_run(plan, fmt) -> NoReturn:
+    """Show the plan (rich, with a hint on stderr, or json) and exit 0."""
+    if fmt == ReproFormat.json:
+        _write_json(plan.to_dict() | {"dry_run": True})
+    else:
         _print_plan(plan)
-    if bench is not None and plan.host not in ("127.0.0.1", "localhost", "0.0.0.0", "::", "::1", ""):
-        raise UsageError(f"--bench talks to 127.0.0.1 only; the relaunch listens on {plan.host} (add --set host=127.0.0.1)")
-    outcome = _execute(plan, log, log_out, timeout, bench, stop_grace, quiet, fmt)
-    _verify(plan, original, findings, outcome, fmt, fail_on.value)
+        stderr_console().print("dry run: add --execute to launch it", markup=False, highlight=False)
+    raise SystemExit(0)
+
+
+def _check_bench_host(bench, host: str) -> None:
+    from sglog.errors import UsageError
+
+    if bench is not None and host not in ("127.0.0.1", "localhost", "0.0.0.0", "::", "::1", ""):
+        raise UsageError(f"--bench talks to 127.0.0.1 only; the relaunch listens on {host} (add --set host=127.0.0.1)")
 
 
 # ------------------------------------------------------------------ stages
@@ -230,10 +264,8 @@ class _Display:
 
 def _execute(plan, log: str, log_out, timeout: float, bench, grace: float, quiet: bool, fmt):
     from sglog.errors import UsageError
-    from sglog.relaunch import quote
     from sglog.repro import launch
-    from sglog.repro.live import LiveStatus, describe
-    from sglog.repro.verify import Outcome
+    from sglog.repro.live import LiveStatus
 
     if launch.port_in_use(plan.port):
         raise UsageError(f"port {plan.port} is already in use on this machine; choose another with --set port=N")
@@ -242,29 +274,21 @@ def _execute(plan, log: str, log_out, timeout: float, bench, grace: float, quiet
     server = launch.Server(plan.argv, path, grace=grace)
     status = LiveStatus(str(path))
     t0 = time.monotonic()
-    result: dict = {"status": "interrupted", "phase": None, "cause": None, "ready_s": None, "bench": None}
-    stop_line = None
+    result, stop_line = _run_server(server, status, display, t0, plan, path, bench, timeout, grace)
+    _explain_ending(result, status)
+    return _outcome(result, server, path, t0, stop_line, timeout)
+
+
+def _run_server(server, status, display, t0: float, plan, path: Path, bench, timeout: float, grace: float) -> tuple[dict, int | None]:
+    """``_serve`` with sglog's SIGTERM/SIGHUP/SIGQUIT raising: a signal or Ctrl-C stops the server and
+    exits 128 + N or 130; a launch that started nothing leaves no empty log."""
+    from sglog.repro import launch
+
     try:
         with launch.signals_raise():
             try:
                 with server:
-                    display.emit([f"[{0.0:7.1f}s] launched pid {server.pgid}: {' '.join(quote(w) for w in plan.argv[:4])}{' ...' if len(plan.argv) > 4 else ''} (log: {path})"])
-                    result.update(_watch(server, status, display, t0, timeout, plan.port))
-                    if result["status"] == "ready" and bench is not None:
-                        result["bench"] = _bench(server, status, display, t0, plan, path, bench, timeout, grace)
-                    now = time.monotonic() - t0
-                    for line in server.lines():
-                        display.emit(status.feed(line, now))
-                    stop_line = status.lines
-                    if server.alive():
-                        display.emit([f"[{now:7.1f}s] stopping the server (SIGINT, then SIGTERM, then SIGKILL to its process group)"])
-                    server.stop()
-                    now = time.monotonic() - t0
-                    for line in server.lines():
-                        display.emit(status.feed(line, now))
-                    display.emit(status.finish(now))
-                    if server.signals_sent and server.signals_sent[-1] == "SIGKILL":
-                        display.emit([f"[{now:7.1f}s] the server ignored SIGINT and SIGTERM; killed its process group"])
+                    return _serve(server, status, display, t0, plan, path, bench, timeout, grace)
             except launch.LaunchError:  # nothing started
                 _remove_empty(path)
                 raise
@@ -278,10 +302,52 @@ def _execute(plan, log: str, log_out, timeout: float, bench, grace: float, quiet
         raise SystemExit(130) from None
     finally:
         display.close()
+
+
+def _serve(server, status, display, t0: float, plan, path: Path, bench, timeout: float, grace: float) -> tuple[dict, int | None]:
+    """Start the server, follow it until ready, crash, exit or timeout, bench it if asked and stop it:
+    (the result so far, the log line where stopping began)."""
+    from sglog.relaunch import quote
+
+    display.emit([f"[{0.0:7.1f}s] launched pid {server.pgid}: {' '.join(quote(w) for w in plan.argv[:4])}{' ...' if len(plan.argv) > 4 else ''} (log: {path})"])
+    result: dict = {"status": "interrupted", "phase": None, "cause": None, "ready_s": None, "bench": None}
+    result.update(_watch(server, status, display, t0, timeout, plan.port))
+    if result["status"] == "ready" and bench is not None:
+        result["bench"] = _bench(server, status, display, t0, plan, path, bench, timeout, grace)
+    return result, _stop(server, status, display, t0)
+
+
+def _stop(server, status, display, t0: float) -> int | None:
+    """Stop the server (SIGINT, SIGTERM, SIGKILL), following its last lines; the log line where stopping began."""
+    now = time.monotonic() - t0
+    for line in server.lines():
+        display.emit(status.feed(line, now))
+    stop_line = status.lines
+    if server.alive():
+        display.emit([f"[{now:7.1f}s] stopping the server (SIGINT, then SIGTERM, then SIGKILL to its process group)"])
+    server.stop()
+    now = time.monotonic() - t0
+    for line in server.lines():
+        display.emit(status.feed(line, now))
+    display.emit(status.finish(now))
+    if server.signals_sent and server.signals_sent[-1] == "SIGKILL":
+        display.emit([f"[{now:7.1f}s] the server ignored SIGINT and SIGTERM; killed its process group"])
+    return stop_line
+
+
+def _explain_ending(result: dict, status) -> None:
+    """A crash or exit with errors in the log but no cause takes the log's root cause; a crash with no phase, the current one."""
+    from sglog.repro.live import describe
+
     if result["status"] in ("crashed", "exited") and result["cause"] is None and status.errors:
         result["cause"] = describe(status.root_cause)
     if result["status"] == "crashed" and result["phase"] is None:
         result["phase"] = status.current_phase
+
+
+def _outcome(result: dict, server, path: Path, t0: float, stop_line: int | None, timeout: float):
+    from sglog.repro.verify import Outcome
+
     return Outcome(
         status=result["status"],
         log=str(path),

@@ -935,45 +935,74 @@ def make_verdict(
 ) -> Verdict:
     ma, mb = sa.get("p50"), sb.get("p50")
     pct = (mb - ma) / ma * 100 if (ma and mb is not None) else None
-    nums = f"({_fmt1(mb)} vs {_fmt1(ma)} tok/s median)"
     if reasons:
-        extra = f"; decode medians A {_fmt1(ma)}, B {_fmt1(mb)} tok/s are shown for reference only" if (ma and mb) else ""
-        return Verdict(f"Not comparable: {'; '.join(reasons)}{extra}.", "not-comparable", a=ma, b=mb, change_pct=pct)
+        return _not_comparable_verdict(reasons, ma, mb, pct)
     config = _config_sentence(changes, args_known, _memory_effect(memory))
     if not ma or not mb:
-        parts = []
-        for ref, m in ((ra, ma), (rb, mb)):
-            parts.append(_no_data_reason(ref) if not m else f"{ref.label} decodes at {_fmt1(m)} tok/s median")
-        return Verdict(f"No throughput comparison: {'; '.join(parts)}; {config}.", "no-data", a=ma, b=mb)
+        return _no_data_verdict(ra, rb, ma, mb, config)
     significant = bool(sig and sig.significant)
     if spec is not None:
-        base_label, spec_label_ = ("A", "B") if spec.spec_side == "b" else ("B", "A")
-        spec_run = b if spec.spec_side == "b" else a
-        s_m, b_m = (mb, ma) if spec.spec_side == "b" else (ma, mb)
-        change = (s_m - b_m) / b_m * 100
-        be = ""
-        if spec.break_even is not None and spec.accept_len is not None:
-            gap = spec.accept_len - spec.break_even
-            be = f"; break-even accept length L* = {spec.break_even:.2f}, achieved {spec.accept_len:.2f} ({abs(gap):.2f} {'short' if gap < 0 else 'above'})"
-        who = f"{spec_label_} ({_spec_label(spec_run)})"
-        vs = f"({_fmt1(s_m)} vs {_fmt1(b_m)} tok/s median)"
-        if not significant:
-            text = f"{who} and {base_label} without speculation decode at the same speed within the noise {vs}{be}"
-            kind = "no-change"
-        elif change < 0:
-            text = f"{who} decodes {abs(change):.1f}% slower than {base_label} without speculation {vs}: speculation does not pay off here{be}"
-            kind = "slower" if spec.spec_side == "b" else "faster"
-        else:
-            text = f"{who} decodes {change:.1f}% faster than {base_label} without speculation {vs}: speculation pays off{be}"
-            kind = "faster" if spec.spec_side == "b" else "slower"
-        return Verdict(text + ".", kind, a=ma, b=mb, change_pct=pct, significant=significant)
+        return _speculation_verdict(a, b, spec, ma, mb, pct, significant)
+    return _decode_verdict(ma, mb, pct, sig, significant, config, _accept_text(sa, sb, steps))
+
+
+def _not_comparable_verdict(reasons: list[str], ma: float | None, mb: float | None, pct: float | None) -> Verdict:
+    extra = f"; decode medians A {_fmt1(ma)}, B {_fmt1(mb)} tok/s are shown for reference only" if (ma and mb) else ""
+    return Verdict(f"Not comparable: {'; '.join(reasons)}{extra}.", "not-comparable", a=ma, b=mb, change_pct=pct)
+
+
+def _no_data_verdict(ra: RunRef, rb: RunRef, ma: float | None, mb: float | None, config: str) -> Verdict:
+    """A run without decode medians: why, for each run that has none."""
+    parts = []
+    for ref, m in ((ra, ma), (rb, mb)):
+        parts.append(_no_data_reason(ref) if not m else f"{ref.label} decodes at {_fmt1(m)} tok/s median")
+    return Verdict(f"No throughput comparison: {'; '.join(parts)}; {config}.", "no-data", a=ma, b=mb)
+
+
+def _speculation_verdict(a: Run, b: Run, spec: Speculation, ma: float, mb: float, pct: float | None, significant: bool) -> Verdict:
+    """The speculative run against the baseline run, whichever side each is on (kind is about B)."""
+    base_label, spec_label_ = ("A", "B") if spec.spec_side == "b" else ("B", "A")
+    spec_run = b if spec.spec_side == "b" else a
+    s_m, b_m = (mb, ma) if spec.spec_side == "b" else (ma, mb)
+    change = (s_m - b_m) / b_m * 100
+    be = _break_even_text(spec)
+    who = f"{spec_label_} ({_spec_label(spec_run)})"
+    vs = f"({_fmt1(s_m)} vs {_fmt1(b_m)} tok/s median)"
+    if not significant:
+        text = f"{who} and {base_label} without speculation decode at the same speed within the noise {vs}{be}"
+        kind = "no-change"
+    elif change < 0:
+        text = f"{who} decodes {abs(change):.1f}% slower than {base_label} without speculation {vs}: speculation does not pay off here{be}"
+        kind = "slower" if spec.spec_side == "b" else "faster"
+    else:
+        text = f"{who} decodes {change:.1f}% faster than {base_label} without speculation {vs}: speculation pays off{be}"
+        kind = "faster" if spec.spec_side == "b" else "slower"
+    return Verdict(text + ".", kind, a=ma, b=mb, change_pct=pct, significant=significant)
+
+
+def _break_even_text(spec: Speculation) -> str:
+    """'; break-even accept length L* = ..., achieved ... (... short|above)', or '' without both numbers."""
+    if spec.break_even is None or spec.accept_len is None:
+        return ""
+    gap = spec.accept_len - spec.break_even
+    return f"; break-even accept length L* = {spec.break_even:.2f}, achieved {spec.accept_len:.2f} ({abs(gap):.2f} {'short' if gap < 0 else 'above'})"
+
+
+def _accept_text(sa: dict[str, Any], sb: dict[str, Any], steps: dict[str, Any] | None) -> str:
+    """How the accept length changed, and what each extra draft step costs; '' when neither is known."""
     accept = ""
     la, lb = sa.get("accept_len_p50"), sb.get("accept_len_p50")
     if la is not None and lb is not None and abs(lb - la) >= 0.01:
         accept = f"; accept length {la:.2f} -> {lb:.2f}"
     if steps and steps["ms_per_step"] > 0:
         accept += f" (each extra draft step costs {steps['ms_per_step']:.1f} ms per cycle for {steps['accept_len_per_step']:+.2f} accepted tokens)"
+    return accept
+
+
+def _decode_verdict(ma: float, mb: float, pct: float | None, sig: Significance | None, significant: bool, config: str, accept: str) -> Verdict:
+    """B's decode throughput against A's (no speculation involved), with the config changes."""
     if significant and pct is not None:  # (a significant change has both medians, so a percentage)
+        nums = f"({_fmt1(mb)} vs {_fmt1(ma)} tok/s median)"
         text = f"B decodes {abs(pct):.1f}% {'faster' if pct > 0 else 'slower'} {nums}; {config}{accept}."
         kind = "faster" if pct > 0 else "slower"
     else:
