@@ -40,6 +40,8 @@ from sglog.read.inputs import CHUNK_BYTES, Source, default_workers, iter_byte_ch
 from sglog.read.records import Folder, Record, is_start
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from sglog.read.catalog import CatalogueMatch
 from sglog.schema import DESCRIBED_KINDS
 from sglog.schema import coverage as schema_coverage
@@ -460,141 +462,189 @@ def parse_source(
     tune_malloc()
     log = ParsedLog(source=src)
     rp = RecordParser(src.name, shapes=fast)
-    folder = Folder()
-    book = fastpath.ShapeBook()
-    batch_frames: list[pl.DataFrame] = []  # one per chunk (maybe empty), in line order
-    access_frames: list[pl.DataFrame] = []
-    starts: list[int] = []  # first line of each chunk
+    slow = _SlowLines(log, rp)
     size = chunk_bytes or CHUNK_BYTES
+    if fast:
+        starts, batch_frames, access_frames = _read_vectorised(log, slow, src, size, keep_text, threads)
+    else:
+        _read_lark_only(log, slow, src, size)
+        starts, batch_frames, access_frames = [], [], []
+    slow.finish()
+    if fast:
+        log.events.sort(key=_line_of)
+    log.batches = _hot_kinds(batch_frames, fastpath.BATCH_KINDS, slow.hot, starts, keep_text, log.kinds)
+    log.access = _hot_kinds(access_frames, ("http_access",), slow.hot, starts, keep_text, log.kinds)
+    return log
 
-    hot: list[Event] = []  # batch/access lines the record layer parsed: rows of the frames (below)
 
-    unwrap: Unwrapper | None = None  # the file's outer envelopes (sglog/read/envelope.py), seen in its first slow lines
-    outer: dict[int, dict[str, Any]] = {}  # line -> the parts of the envelope stripped from it
+def _read_vectorised(log: ParsedLog, slow: _SlowLines, src: Source, size: int, keep_text: bool, threads: int | None) -> tuple[list[int], list[pl.DataFrame], list[pl.DataFrame]]:
+    """The fast path's chunks into ``log``: their rows and counts, the lines they left to the record
+    layer folded.  Returns each chunk's first line and its batch and access frames (maybe empty)."""
+    starts: list[int] = []
+    batch_frames: list[pl.DataFrame] = []
+    access_frames: list[pl.DataFrame] = []
+    for res, n in _read_ahead(src, size, fastpath.ShapeBook(), keep_text, threads):
+        starts.append(log.lines + 1)
+        log.lines += n
+        log.lines_fast += n - res.slow.height
+        batch_frames.append(res.batches)
+        access_frames.append(res.access)
+        log.kinds.update(res.counts)
+        if res.events.height:
+            _frame_events(log, res.events, slow.rp)
+        slow.fold(res.slow)
+        del res
+    return starts, batch_frames, access_frames
 
-    def drain(records: list[Record]) -> None:
+
+def _read_lark_only(log: ParsedLog, slow: _SlowLines, src: Source, size: int) -> None:
+    """Every line of the source through the record layer (``fast=False``)."""
+    next_line = 1
+    for chunk in iter_byte_chunks(src, size):
+        df = fastpath.split_lines(chunk, next_line)
+        del chunk
+        next_line += df.height
+        log.lines += df.height
+        slow.fold(df)
+        del df
+
+
+class _SlowLines:
+    """The lines the vectorised path leaves (all of them with ``fast=False``): folded into records,
+    parsed into ``log``'s events, batch and access events kept aside in ``hot``.
+
+    The file's outer envelopes are decided from its first lines that SGLang's own envelope does
+    not start (up to Unwrapper.SAMPLE of them, within its first DETECT_LINES lines), in both paths
+    alike; the lines before the decision wait for it (``pending``)."""
+
+    def __init__(self, log: ParsedLog, rp: RecordParser) -> None:
+        self.log = log
+        self.rp = rp
+        self.folder = Folder()
+        self.hot: list[Event] = []  # batch/access lines the record layer parsed: rows of the frames (_hot_kinds)
+        self.unwrap: Unwrapper | None = None  # the file's outer envelopes (sglog/read/envelope.py), seen in its first slow lines
+        self.outer: dict[int, dict[str, Any]] = {}  # line -> the parts of the envelope stripped from it
+        self.pending: list[tuple[list[int], list[str]]] = []
+        self.sample: list[str] = []
+        self.own = rp.env.match  # SGLang's own envelope (the grammar's, Ray's prefix included) comes first
+
+    def fold(self, slow: pl.DataFrame) -> None:
+        """A chunk's slow lines (a frame ``line``, ``raw``)."""
+        numbers, raws = slow.get_column("line").to_list(), slow.get_column("raw").to_list()
+        if self.unwrap is not None:
+            self._emit(numbers, raws)
+            return
+        self.pending.append((numbers, raws))
+        own = self.own
+        self.sample.extend(itertools.islice((r for r in raws if not own(r)), Unwrapper.SAMPLE - len(self.sample)))
+        if len(self.sample) >= Unwrapper.SAMPLE or (numbers and numbers[-1] >= DETECT_LINES):
+            self._decide()
+
+    def finish(self) -> None:
+        """After the last chunk: the records still open."""
+        if self.unwrap is None:
+            self._decide()
+        self._drain(self.folder.flush())
+
+    def _decide(self) -> None:
+        """The outer envelopes, from the sample; then the lines that waited for them."""
+        self.unwrap = Unwrapper.for_lines(self.sample)
+        self.sample.clear()
+        self.folder.wrap = hard_wrap_width(itertools.chain.from_iterable(raws for _, raws in self.pending), is_start)
+        for numbers, raws in self.pending:
+            self._emit(numbers, raws)
+        self.pending.clear()
+
+    def _emit(self, numbers: list[int], raws: list[str]) -> None:
+        """Lines to the folder; the records they close to events."""
+        if self.unwrap is not None and self.unwrap.active:
+            self._feed_unwrapped(self.unwrap, numbers, raws)
+        else:
+            feed = self.folder.feed
+            for n, raw in zip(numbers, raws):
+                feed(n, raw)
+        self._drain(self.folder.take())
+
+    def _feed_unwrapped(self, unwrap: Unwrapper, numbers: list[int], raws: list[str]) -> None:
+        """Lines to the folder with their outer envelopes stripped (their parts kept in ``outer``)."""
+        feed, strip, own, outer = self.folder.feed, unwrap.feed, self.own, self.outer
+        for n, raw in zip(numbers, raws):
+            if own(raw):
+                feed(n, raw)
+                continue
+            text, parts = strip(raw)
+            if parts:
+                outer[n] = parts
+                feed(n, raw, text)
+            else:
+                feed(n, raw)
+
+    def _drain(self, records: list[Record]) -> None:
+        """Records -> ``log``'s events (batch and access ones to ``hot``)."""
+        rp, outer, hot, log = self.rp, self.outer, self.hot, self.log
+        events, kinds, hot_kinds = log.events, log.kinds, fastpath.HOT_KINDS
         for rec in records:
             ev = _read_record(rp, rec)
             if outer:
-                parts = outer.pop(rec.line, None)
-                for n in range(rec.line + 1, rec.end_line + 1):
-                    parts = parts or outer.get(n)
-                    outer.pop(n, None)
-                if parts:
-                    ev.fields.update((k, v) for k, v in parts.items() if k not in ev.fields)
-                    if ev.rank is None and isinstance(parts.get("gpu"), int):  # 0.2.x's `[gpu=N] `: the TP rank
-                        ev.rank = rp.rank(f"TP{parts['gpu']}")
-                        if ev.kind in BLOCK_KINDS and ev.fields.get("rank_from") != "tag":
-                            ev.fields.update(rank=parts["gpu"], rank_from="tag")
-            if ev.kind in fastpath.HOT_KINDS:
+                _add_outer(ev, rec, outer, rp)
+            if ev.kind in hot_kinds:
                 hot.append(ev)
                 continue
-            log.events.append(ev)
-            log.kinds[ev.kind] += 1
+            events.append(ev)
+            kinds[ev.kind] += 1
             if ev.kind == "blank":
                 log.blank += rec.end_line - rec.line + 1
 
-    # The file's outer envelopes are decided from its first lines that SGLang's own envelope does
-    # not start (up to Unwrapper.SAMPLE of them, within its first DETECT_LINES lines), in both paths
-    # alike; the lines before the decision wait for it.
-    pending: list[tuple[list[int], list[str]]] = []
-    sample: list[str] = []
-    own = rp.env.match  # SGLang's own envelope (the grammar's, Ray's prefix included) comes first
 
-    def decide() -> None:
-        nonlocal unwrap
-        unwrap = Unwrapper.for_lines(sample)
-        sample.clear()
-        folder.wrap = hard_wrap_width(itertools.chain.from_iterable(raws for _, raws in pending), is_start)
-        for numbers, raws in pending:
-            emit(numbers, raws)
-        pending.clear()
+def _add_outer(ev: Event, rec: Record, outer: dict[int, dict[str, Any]], rp: RecordParser) -> None:
+    """The parts of the outer envelope stripped from a record's first line (else from its first
+    line that had any) as the event's fields (its own win), taken out of ``outer``."""
+    parts = outer.pop(rec.line, None)
+    for n in range(rec.line + 1, rec.end_line + 1):
+        parts = parts or outer.get(n)
+        outer.pop(n, None)
+    if not parts:
+        return
+    ev.fields.update((k, v) for k, v in parts.items() if k not in ev.fields)
+    if ev.rank is None and isinstance(parts.get("gpu"), int):  # 0.2.x's `[gpu=N] `: the TP rank
+        ev.rank = rp.rank(f"TP{parts['gpu']}")
+        if ev.kind in BLOCK_KINDS and ev.fields.get("rank_from") != "tag":
+            ev.fields.update(rank=parts["gpu"], rank_from="tag")
 
-    def emit(numbers: list[int], raws: list[str]) -> None:
-        feed = folder.feed
-        if unwrap is not None and unwrap.active:
-            strip = unwrap.feed
-            for n, raw in zip(numbers, raws):
-                if own(raw):
-                    feed(n, raw)
-                    continue
-                text, parts = strip(raw)
-                if parts:
-                    outer[n] = parts
-                    feed(n, raw, text)
-                else:
-                    feed(n, raw)
-        else:
-            for n, raw in zip(numbers, raws):
-                feed(n, raw)
-        drain(folder.take())
 
-    def fold(slow: pl.DataFrame) -> None:
-        numbers, raws = slow.get_column("line").to_list(), slow.get_column("raw").to_list()
-        if unwrap is not None:
-            emit(numbers, raws)
-            return
-        pending.append((numbers, raws))
-        room = Unwrapper.SAMPLE - len(sample)
-        sample.extend(itertools.islice((r for r in raws if not own(r)), room))
-        if len(sample) >= Unwrapper.SAMPLE or (numbers and numbers[-1] >= DETECT_LINES):
-            decide()
+def _hot_kinds(frames: list[pl.DataFrame], kinds: tuple[str, ...], hot: list[Event], starts: list[int], keep_text: bool, counts: Counter[str]) -> pl.DataFrame:
+    """The file's frame of ``kinds`` (batches, or access lines) from its chunks' frames and the
+    events of those kinds the record layer parsed (``hot``; counted into ``counts``).
 
-    if not fast:
-        next_line = 1
-        for chunk in iter_byte_chunks(src, size):
-            df = fastpath.split_lines(chunk, next_line)
-            del chunk
-            next_line += df.height
-            log.lines += df.height
-            fold(df)
-            del df
-    else:
-        for res, n in _read_ahead(src, size, book, keep_text, threads):
-            starts.append(log.lines + 1)
-            log.lines += n
-            log.lines_fast += n - res.slow.height
-            batch_frames.append(res.batches)
-            access_frames.append(res.access)
-            log.kinds.update(res.counts)
-            if res.events.height:
-                _frame_events(log, res.events, rp)
-            fold(res.slow)
-            del res
-    if unwrap is None:
-        decide()
-    drain(folder.flush())
-    if fast:
-        log.events.sort(key=_line_of)
-    # the frames are kind by kind (fastpath.kind_major): each chunk's rows of a kind are a block
-    # (a slice), and the file's frame stacks the blocks of each kind in turn (no copy).
-    # Batch/access lines the record layer parsed (fast=False, or lines that were not claimed)
-    # join their kind's rows in line order, between slices of them (no copy); a few join the
-    # kind's whole frame at once, more join each its chunk's block (so that no sort copies the
-    # whole frame: _insert_rows sorts when there are many)
-    for frames, kinds, attr in ((batch_frames, fastpath.BATCH_KINDS, "batches"), (access_frames, ("http_access",), "access")):
-        blocks = [_blocks_of(f) if len(kinds) > 1 else {kinds[0]: f} for f in frames]
-        frames.clear()
-        parts = []
-        for kind in sorted(kinds):
-            mine = [e for e in hot if e.kind == kind]
-            if mine:
-                log.kinds[kind] += len(mine)
-            chunks = [b.get(kind, _EMPTY) for b in blocks]
-            if len(mine) > _INSERT_MAX and chunks:
-                by_chunk: dict[int, list[Event]] = {}
-                for e in mine:
-                    by_chunk.setdefault(bisect.bisect_right(starts, e.line) - 1, []).append(e)
-                for i, evs in by_chunk.items():
-                    chunks[i] = _insert_rows(chunks[i], _hot_frame(evs, keep_text))
-                mine = []
-            frame = fastpath.concat_frames(chunks)
-            if mine:
-                frame = _insert_rows(frame, _hot_frame(mine, keep_text))
-            parts.append(frame)
-        blocks.clear()
-        setattr(log, attr, fastpath.concat_frames(parts))
-    return log
+    The frames are kind by kind (fastpath.kind_major): each chunk's rows of a kind are a block
+    (a slice), and the file's frame stacks the blocks of each kind in turn (no copy).  ``frames``
+    is emptied."""
+    by_kind = [_blocks_of(f) if len(kinds) > 1 else {kinds[0]: f} for f in frames]
+    frames.clear()
+    parts = [_kind_rows(kind, [b.get(kind, _EMPTY) for b in by_kind], hot, starts, keep_text, counts) for kind in sorted(kinds)]
+    by_kind.clear()
+    return fastpath.concat_frames(parts)
+
+
+def _kind_rows(kind: str, chunks: list[pl.DataFrame], hot: list[Event], starts: list[int], keep_text: bool, counts: Counter[str]) -> pl.DataFrame:
+    """One kind's rows: its chunks' blocks, with the lines of it the record layer parsed (``fast=False``,
+    or lines that were not claimed) joined in line order, between slices of them (no copy).  A few
+    join the kind's whole frame at once, more join each its chunk's block (so that no sort copies
+    the whole frame: _insert_rows sorts when there are many)."""
+    mine = [e for e in hot if e.kind == kind]
+    if mine:
+        counts[kind] += len(mine)
+    if len(mine) > _INSERT_MAX and chunks:
+        by_chunk: dict[int, list[Event]] = {}
+        for e in mine:
+            by_chunk.setdefault(bisect.bisect_right(starts, e.line) - 1, []).append(e)
+        for i, evs in by_chunk.items():
+            chunks[i] = _insert_rows(chunks[i], _hot_frame(evs, keep_text))
+        mine = []
+    frame = fastpath.concat_frames(chunks)
+    if mine:
+        frame = _insert_rows(frame, _hot_frame(mine, keep_text))
+    return frame
 
 
 def _read_record(rp: RecordParser, rec: Record) -> Event:
@@ -685,109 +735,153 @@ def _read_ahead(src: Source, size: int, book: fastpath.ShapeBook, keep_text: boo
     the workers wait for that once they have split their chunks' lines), then folds the rest
     meanwhile.  At most ``threads + AHEAD`` chunks are in flight.
     """
-    import queue
-    from concurrent.futures import ThreadPoolExecutor
-
     workers = threads if threads is not None else default_workers()
+    work = _ChunkReading(src.name, book, keep_text)
+    if workers <= 1:
+        yield from _read_in_turn(work, src, size, workers)
+    else:
+        yield from _ReadAhead(work, workers).results(src, size)
 
-    taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
-    unwrap = _VectorUnwrap()  # the file's outer envelopes, decided from the first chunk, stripped in polars
 
-    def work(head: bytes, block: list[bytes], end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
+def _read_in_turn(work: _ChunkReading, src: Source, size: int, workers: int) -> Iterator[tuple[fastpath.ChunkResult, int]]:
+    """One worker: each chunk read by the caller, in turn."""
+    prev = _Numbering.start()
+    for head, chunk, end in planned_chunks(src, size, workers):
+        mine = _Numbering()
+        block = [chunk]
+        del chunk
+        yield work(head, block, end, prev, mine, lead=True)
+        prev = mine
+
+
+class _ChunkReading:
+    """A chunk's vectorised reading (a call per chunk, in a worker thread or the caller): its lines
+    split and numbered, the shape book taught by the first chunk, then ``_read_checked``."""
+
+    def __init__(self, file: str, book: fastpath.ShapeBook, keep_text: bool) -> None:
+        self.file = file
+        self.book = book
+        self.keep_text = keep_text
+        self.taught = threading.Event()  # the first chunk's batch lines have taught the shape book their shapes (fastpath.teach)
+        self.unwrap = _VectorUnwrap()  # the file's outer envelopes, decided from the first chunk, stripped in polars
+
+    def __call__(self, head: bytes, block: list[bytes], end: int, prev: _Numbering, mine: _Numbering, lead: bool = False, raw: pl.Series | None = None) -> tuple[fastpath.ChunkResult, int]:
         # (the block comes in a list, emptied here: its bytes are let go once its lines are split,
         # not when the reading of the chunk ends -- the pool's work item keeps its arguments)
         try:
-            try:
-                if raw is None:
-                    raw = fastpath.read_lines(block.pop(), end, head)
-                first = prev.wait()  # (the chunks before this one were split: its first line's number)
-                mine.next = first + len(raw)
-            finally:
-                mine.ready.set()
-            df = fastpath.with_line_numbers(raw, first)
+            df = _numbered_lines(head, block, end, raw, prev, mine)
             del raw
             if lead:
-                if not taught.is_set():
-                    unwrap.decide(df)
-                    fastpath.teach(unwrap.inner(df), book)  # (the batch shapes first: the workers start on them)
-                    taught.set()
+                self._teach(df)
             else:
-                taught.wait()
-            inner = unwrap.inner(df)
-            res = _read_checked(inner, book, keep_text, src.name)
-            if inner is not df:
-                res = unwrap.restore(res, df)
-            res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
-            return res, df.height
+                self.taught.wait()
+            return self._read(df), df.height
         finally:
             if lead:
-                taught.set()
+                self.taught.set()
 
-    if workers <= 1:
-        prev = _Numbering.start()
-        for head, chunk, end in planned_chunks(src, size, workers):
-            mine = _Numbering()
-            block = [chunk]
-            del chunk
-            yield work(head, block, end, prev, mine, lead=True)
-            prev = mine
-        return
-    done = object()
-    stop = threading.Event()
-    slots = threading.Semaphore(workers + AHEAD)  # chunks read but not yet handed to the caller
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sglog-read") as pool:
-        pending: queue.Queue[Any] = queue.Queue()
+    def _teach(self, df: pl.DataFrame) -> None:
+        if not self.taught.is_set():
+            self.unwrap.decide(df)
+            fastpath.teach(self.unwrap.inner(df), self.book)  # (the batch shapes first: the workers start on them)
+            self.taught.set()
 
-        def reader() -> None:
+    def _read(self, df: pl.DataFrame) -> fastpath.ChunkResult:
+        inner = self.unwrap.inner(df)
+        res = _read_checked(inner, self.book, self.keep_text, self.file)
+        if inner is not df:
+            res = self.unwrap.restore(res, df)
+        res.counts = frame_kinds(res.batches, fastpath.BATCH_KINDS) + frame_kinds(res.access, ("http_access",))
+        return res
+
+
+def _numbered_lines(head: bytes, block: list[bytes], end: int, raw: pl.Series | None, prev: _Numbering, mine: _Numbering) -> pl.DataFrame:
+    """A chunk's lines (split here unless ``raw``), numbered on from the chunk before (``prev``,
+    once its lines are split); ``mine`` then tells the next chunk where they end."""
+    try:
+        if raw is None:
+            raw = fastpath.read_lines(block.pop(), end, head)
+        first = prev.wait()  # (the chunks before this one were split: its first line's number)
+        mine.next = first + len(raw)
+    finally:
+        mine.ready.set()
+    return fastpath.with_line_numbers(raw, first)
+
+
+class _ReadAhead:
+    """Several workers: a reader thread reads the chunks and hands them to a pool of worker threads
+    (the first to the caller), whose results come back to the caller in order; at most
+    ``workers + AHEAD`` chunks read but not yet handed to the caller."""
+
+    def __init__(self, work: _ChunkReading, workers: int) -> None:
+        import queue
+
+        self.work = work
+        self.workers = workers
+        self.done = object()
+        self.stop = threading.Event()
+        self.slots = threading.Semaphore(workers + AHEAD)
+        self.pending: queue.Queue[Any] = queue.Queue()  # calls and futures of chunk readings, in order; an error; done
+
+    def results(self, src: Source, size: int) -> Iterator[tuple[fastpath.ChunkResult, int]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sglog-read") as pool:
+            thread = threading.Thread(target=self._reader, args=(src, size, pool), name="sglog-input", daemon=True)
+            thread.start()
+            _warm_parser()  # (while the first chunk is read from the input)
             try:
-                # a small first chunk's batch lines teach the shape book the common line shapes
-                # before the workers read full chunks (which then take the whole-line path); they
-                # split theirs into lines meanwhile (see work)
-                # (compressed input ramps up: the second worker need not wait for a whole block's inflation)
-                # (lines are counted by the workers as they split them: each numbers its chunk's
-                # lines once the chunk before it has been split)
-                # (the first chunk is read by the caller itself, which has nothing else to do until
-                # it is: the workers meanwhile split the next two chunks into lines)
-                # (blocks a command began to read while it imported the rest: inputs.prefetch)
-                chunks = planned_chunks(src, size, workers)
-                lead = True
-                prev = _Numbering.start()
                 while True:
-                    slots.acquire()
-                    if stop.is_set():
-                        return
-                    head, chunk, end = next(chunks, (b"", None, 0))
-                    if chunk is None:
+                    item = self.pending.get()
+                    if item is self.done:
                         break
-                    mine = _Numbering()
-                    if lead:  # (a call for the caller to make; the lines split here, while it loads the parser)
-                        pending.put(functools.partial(work, head, [], 0, prev, mine, lead=True, raw=fastpath.read_lines(chunk, end, head)))
-                    else:
-                        pending.put(pool.submit(work, head, [chunk], end, prev, mine))
-                    prev = mine
-                    lead = False
-                    del chunk
-                pending.put(done)
-            except BaseException as e:  # an unreadable input: raised in the caller
-                pending.put(e)
+                    if isinstance(item, BaseException):
+                        raise item
+                    res = item() if isinstance(item, functools.partial) else item.result()
+                    self.slots.release()
+                    yield res
+            finally:
+                self.stop.set()
+                self.slots.release()  # wake a reader waiting for a slot
+                thread.join()
 
-        thread = threading.Thread(target=reader, name="sglog-input", daemon=True)
-        thread.start()
-        _warm_parser()  # (while the first chunk is read from the input)
+    def _reader(self, src: Source, size: int, pool: Executor) -> None:
         try:
-            while True:
-                item = pending.get()
-                if item is done:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                res = item() if isinstance(item, functools.partial) else item.result()
-                slots.release()
-                yield res
-        finally:
-            stop.set()
-            slots.release()  # wake a reader waiting for a slot
-            thread.join()
+            self._submit(src, size, pool)
+        except BaseException as e:  # an unreadable input: raised in the caller
+            self.pending.put(e)
+
+    def _submit(self, src: Source, size: int, pool: Executor) -> None:
+        """Each chunk's reading as it is read, once a slot is free.
+
+        A small first chunk's batch lines teach the shape book the common line shapes before the
+        workers read full chunks (which then take the whole-line path); they split theirs into
+        lines meanwhile (see ``_ChunkReading``).  The first chunk is read by the caller itself,
+        which has nothing else to do until it is: its lines are split here, while it loads the
+        parser, and the workers meanwhile split the next two chunks into lines.  (Compressed input
+        ramps up: the second worker need not wait for a whole block's inflation.  Lines are counted
+        by the workers as they split them: each numbers its chunk's lines once the chunk before
+        it has been split.  Blocks a command began to read while it imported the rest:
+        inputs.prefetch.)"""
+        chunks = planned_chunks(src, size, self.workers)
+        lead = True
+        prev = _Numbering.start()
+        while True:
+            self.slots.acquire()
+            if self.stop.is_set():
+                return
+            head, chunk, end = next(chunks, (b"", None, 0))
+            if chunk is None:
+                break
+            mine = _Numbering()
+            if lead:
+                self.pending.put(functools.partial(self.work, head, [], 0, prev, mine, lead=True, raw=fastpath.read_lines(chunk, end, head)))
+            else:
+                self.pending.put(pool.submit(self.work, head, [chunk], end, prev, mine))
+            prev = mine
+            lead = False
+            del chunk
+        self.pending.put(self.done)
 
 
 class _VectorUnwrap:
