@@ -177,24 +177,27 @@ def exception_types(fields: dict[str, Any]) -> list[str]:
 
 def classify(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
     """``signatures``, ``causes`` (and ``missing_module``) of an error event's fields, to add to them."""
-    found = of_text("\n".join(texts(fields)))
+    said = texts(fields)
+    text = "\n".join(said)
+    low = text.lower()  # (once: both tables read it)
+    found = of_text(low)
     types = exception_types(fields)
     out: dict[str, Any] = {}
     if any(t in IMPORT_ERRORS for t in types):
         found.append("missing_module")
-        m = _MODULE.search("\n".join(texts(fields)))
+        m = _MODULE.search(text)
         if m:
             out["missing_module"] = next(g for g in m.groups() if g)
             if m.group(3):  # (cannot import name 'x' from 'package.module')
                 out["missing_from"] = m.group(3)
-    causes = causes_of("\n".join(texts(fields)))
+    causes = causes_of(low)
     causes += [c for c in causes_of("\n".join(frame_names(fields))) if c in FRAME_CAUSES]
     # older builds index torch symmetric memory's size table by the major version: KeyError: 12 on SM12x
     if "KeyError" in types and any("torch_symm_mem" in str(f.get("file") or "") for f in fields.get("frames") or ()):
         found.append("arch_unsupported")
         causes.append("torch_symm_mem")
-    for text in texts(fields):
-        out.update(transfer_fields(text))
+    for line in said:
+        out.update(transfer_fields(line))
     out["signatures"] = _unique(found)
     if causes:  # (set only when the error names one)
         out["causes"] = _unique(causes)
