@@ -13,16 +13,10 @@ import sys
 from enum import Enum
 from typing import Annotated, Any
 
-# polars' allocator (jemalloc), through its documented setting: hand freed pages back at once
-# instead of keeping them (long logs allocate and free large frames stage after stage, and pages
-# kept for later add to every command's peak memory: benchmarks/NOTES.md).  Set before polars
-# loads; a user's own setting wins.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0")
+import typer
+from typer.core import TyperCommand
 
-import typer  # noqa: E402
-from typer.core import TyperCommand  # noqa: E402
-
-from sglog.errors import ExitCode, SglogError  # noqa: E402
+from sglog.errors import ExitCode, SglogError
 
 HELP_OPTIONS = ("-h", "--help")
 

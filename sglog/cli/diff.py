@@ -42,8 +42,10 @@ def diff(
     steady-state samples (Mann-Whitney U and a seeded bootstrap interval of the
     median difference).
     """
+    from sglog.cli._common import tune_allocator
     from sglog.compare.diff import diff_specs
 
+    tune_allocator([s if Path(s).exists() else s.rsplit("#", 1)[0] for s in (run_a, run_b)])  # (FILE or FILE#N)
     result = diff_specs(run_a, run_b)
     _write(result, fmt, output)
     if fail_on == DiffFailOn.regression and result.regression:

@@ -112,9 +112,11 @@ def _make_plan(log: str, wanted: int | None, finding: list[str] | None, set_: li
 
 def _launchable_runs(log: str):
     """The log's runs; an InputError when none has a server_args dump or a launch command."""
+    from sglog.cli._common import tune_allocator
     from sglog.errors import InputError
     from sglog.runs.build import load_runs
 
+    tune_allocator([log])
     runs = load_runs([log])
     if not runs or not any(r.args or r.launch_command for r in runs):
         raise InputError(f"{log}: no server_args dump or launch command; cannot rebuild the launch")
