@@ -34,7 +34,7 @@ def _conf_seen(args: list[str], env_extra: dict[str, str] | None = None) -> str:
     """The _RJEM_MALLOC_CONF a command leaves set once it has read its log paths."""
     code = "import os, sys\nfrom sglog.cli._common import log_paths\nlog_paths(sys.argv[1:])\nprint(os.environ.get('_RJEM_MALLOC_CONF', '<unset>'))\n"
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"} | (env_extra or {})
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    out = subprocess.run([sys.executable, "-c", code, *args], input="", capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return out.stdout.strip()
 
 
@@ -42,4 +42,5 @@ def test_a_command_sets_it_before_polars_loads_and_a_users_setting_wins(tmp_path
     big = _sparse(tmp_path / "big.log", BIG_INPUT_BYTES)
     assert _conf_seen([str(STORY / "eagle3-oom-auto.log")]) == "<unset>"
     assert "dirty_decay_ms:0" in _conf_seen([big])
+    assert "dirty_decay_ms:0" in _conf_seen([])  # (no log named, stdin piped: its length is unknown)
     assert _conf_seen([big], {"_RJEM_MALLOC_CONF": "narenas:2"}) == "narenas:2"

@@ -38,7 +38,7 @@ def log_paths(logs: list[str] | None) -> list[str]:
             piped = False
         if not piped:
             raise UsageError("no log given: name a file or a directory, or pipe one in (- is stdin)")
-        return ["-"]
+        logs = ["-"]
     out: list[str] = []
     for item in logs:
         path = Path(item)
