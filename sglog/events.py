@@ -815,7 +815,7 @@ class EnvVar(Event):
 
 class LibraryLog(Event):
     kind = "library_log"
-    FIELDS = _k(level=to_str, message=to_str, module=to_str, original=to_str, log_ts=to_str, logger=to_str)
+    FIELDS = _k(level=to_str, message=to_str, module=to_str, original=to_str, log_ts=to_str, logger=to_str, library=to_str, template=to_str, source=to_str, versions=to_str, origin=to_str)
     TERMS = {
         "LIB_TRANSFORMERS": _t("message", library="transformers"),
         "LIB_TRANSFORMERS_MODULE_NAME": _t("message", "module", "original", library="transformers", level="WARNING"),
@@ -825,7 +825,12 @@ class LibraryLog(Event):
         "LIB_PDLB": _t("log_ts", "level", "message", library="sglang_pd_mini_lb"),
     }
     SOURCE = "third_party"
-    DOC = "A line of a library running in the server (`[transformers] ...`, huggingface_hub warnings, `LMCache INFO: ...`, `flashinfer.jit: Loading JIT ops: ...`)."
+    DOC = (
+        "A line of a library running in the server (`[transformers] ...`, huggingface_hub warnings, `LMCache INFO: ...`, "
+        "`flashinfer.jit: Loading JIT ops: ...`): `library`, `level`, `message`.  A message the catalogue names from a library's "
+        "source (uvicorn, rpyc, huggingface-hub, transformers, flashinfer: tools/catalog/mine.py LIBRARIES) also carries "
+        "`template`, `source` (module:line in the library), `versions` (its first-last release mined), `origin` and one field per placeholder."
+    )
 
 
 class RocmLog(Event):

@@ -338,7 +338,7 @@ def _old_index(data) -> tuple[list[dict], list[list[int]]]:
     for i, raw in enumerate(data["templates"]):
         if catalog._verdict(raw["t"]) is None:
             t = raw["t"]
-            kept.append(((-(len(t) - t.count(" ") - 2 * t.count("{}")), -raw["v"][1], -raw["v"][0], i), raw))
+            kept.append(((1 if raw.get("lib") else 0, -(len(t) - t.count(" ") - 2 * t.count("{}")), -raw["v"][1], -raw["v"][0], i), raw))
     kept.sort(key=lambda x: x[0])
     by_piece: dict[str, list[int]] = {}
     for rank, (_key, raw) in enumerate(kept):
@@ -447,3 +447,83 @@ def test_only_a_files_first_line_is_read_as_a_cut_message(tmp_path):
     e1, *_, e3 = [e for e in run.events if e.kind != "blank"]
     assert e1.kind == "sglang_message" and e1.get("cut") == "start" and e1.get("available_size") == 798917 and e1.get("evictable_size") == 0
     assert e3.kind == "unparsed"
+
+
+# ---- the libraries SGLang runs (tools/catalog/mine.py LIBRARIES): their messages are theirs
+
+
+def _with_library() -> Catalogue:
+    return catalog.Catalogue(
+        {
+            "schema": 1,
+            "releases": ["0.1.3", "0.5.23"],
+            "templates": [
+                T("Application startup complete.", [], (0, 1), "uvicorn/lifespan/on.py:62", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
+                T("Application startup complete and the server is ready", [], (0, 1), "srt/entrypoints/http_server.py:9", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
+                T("Application startup complete{}", ["rest"], (1, 1), "srt/entrypoints/http_server.py:10"),
+                T("server started on [{}]:{}", ["host", "port"], (0, 1), "rpyc/utils/server.py:251", pkg="rpyc", pv=["5.3.1", "6.0.2"], lib=1),
+            ],
+        }
+    )
+
+
+def test_a_library_message_is_named_with_the_library_and_its_releases():
+    m = _with_library().match("server started on [0.0.0.0]:10007")
+    assert m.library == "rpyc" and m.package is None and m.versions == ("5.3.1", "6.0.2")
+    assert m.fields == {"host": "0.0.0.0", "port": 10007}
+    assert not m.sglang_only  # (someone else's message: no evidence of SGLang)
+
+
+def test_sglang_wording_wins_over_a_librarys_where_both_match():
+    cat = _with_library()
+    # (the library's template is the more specific, but SGLang's own names the line)
+    assert cat.match("Application startup complete and the server is ready").library is None
+    assert cat.match("Application startup complete.").library is None  # SGLang's {} takes "." too
+    # (the logger prefix's file.py:N names the library's line)
+    assert cat.match("Application startup complete.", source="on.py:62").library == "uvicorn"
+
+
+def test_library_sources_are_not_sglang_modules():
+    assert _with_library().sources() == ["srt/entrypoints/http_server.py:10"]
+    libs = ("uvicorn/", "rpyc/", "huggingface_hub/", "transformers/", "flashinfer/")
+    assert not [s for s in catalog.load().sources() if s.startswith(libs)]
+
+
+# Real messages of the libraries, as the shipped catalogue names them (checked against the wheels).
+LIBRARY_LINES = [
+    ("server started on [0.0.0.0]:10007", "rpyc", "rpyc/utils/server.py"),
+    ("Waiting for application startup.", "uvicorn", "uvicorn/lifespan/on.py"),
+    ("Special tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned or trained.", "transformers", "transformers/tokenization_utils_base.py"),
+]
+
+
+@pytest.mark.parametrize(("line", "library", "module"), LIBRARY_LINES)
+def test_the_shipped_catalogue_names_library_messages(line, library, module):
+    m = catalog.load().match(line)
+    assert m is not None and m.library == library and m.source.split(":")[0] == module, m
+    assert not m.sglang_only
+
+
+def test_a_library_line_is_a_library_log_and_no_evidence_of_sglang(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("server started on [0.0.0.0]:10007\nSpecial tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned or trained.\n")
+    from sglog.read.parse import parse_file
+
+    parsed = parse_file(str(log))
+    a, b = (e for e in parsed.events if e.kind != "blank")
+    assert (a.kind, a.get("library"), a.get("host"), a.get("port"), a.get("source").split(":")[0]) == ("library_log", "rpyc", "0.0.0.0", 10007, "rpyc/utils/server.py")
+    assert a.get("message") == "server started on [0.0.0.0]:10007" and a.get("versions") and a.get("template") == "server started on [{}]:{}"
+    assert (b.kind, b.get("library")) == ("library_log", "transformers")
+    assert parsed.sources()["third_party"] == 2 and parsed.unparsed == 0
+    from sglog.diagnose import looks_like_sglang
+
+    ok, doc = looks_like_sglang([parsed])
+    assert ok and doc["files"][0]["verdict"] == "no_sglang_specific_line"  # (diagnosed, and said so)
+
+
+def test_a_library_line_behind_sglangs_prefix_keeps_the_prefix(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("[2025-01-01 10:00:00 TP0] Special tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned or trained.\n")
+    (run,) = sglog.load(log)
+    (e,) = [e for e in run.events if e.kind != "blank"]
+    assert e.kind == "library_log" and e.get("library") == "transformers" and e.rank is not None and e.ts is not None

@@ -391,8 +391,10 @@ def test_shipped_catalogue_is_well_formed(shipped: dict) -> None:
     assert keys == sorted(set(keys))
     head_packages = shipped.get("packages") or {}
     assert set(head_packages) <= set(mine.ECOSYSTEM), head_packages
+    head_libraries = shipped.get("libraries") or {}
+    assert set(head_libraries) == set(mine.LIBRARIES), head_libraries
     for e in templates:
-        assert set(e) <= {"t", "p", "l", "k", "s", "v", "shared", "pkg", "pv"}, e
+        assert set(e) <= {"t", "p", "l", "k", "s", "v", "shared", "pkg", "pv", "lib"}, e
         holes = re.sub(r"\{\{|\}\}", "", e["t"])
         assert holes.count("{}") == len(e["p"]) == holes.count("{") == holes.count("}"), e
         assert all(re.fullmatch(r"[a-z_][a-z0-9_]*", n) for n in e["p"]) and len(set(e["p"])) == len(e["p"]), e
@@ -402,9 +404,12 @@ def test_shipped_catalogue_is_well_formed(shipped: dict) -> None:
         assert 0 <= e["v"][0] <= e["v"][1] < len(releases), e
         assert re.fullmatch(r"[\w./-]+\.py:\d+", e["s"]), e
         assert e.get("shared", "vllm") == "vllm", e
-        assert "pkg" not in e or (e["pkg"] in head_packages and len(e["pv"]) == 2 and e["k"] != "raise"), e
-    # (975 kB with the matcher's index, +51 kB for sglang-omni's 968 logged messages)
-    assert SHIPPED.stat().st_size < 1_100_000
+        assert "pkg" not in e or "lib" in e or (e["pkg"] in head_packages and len(e["pv"]) == 2 and e["k"] != "raise"), e
+        assert "lib" not in e or (e["lib"] == 1 and e["pkg"] in head_libraries and e["k"] in mine.LIBRARY_KINDS and e["pv"][0] in head_libraries[e["pkg"]]), e
+        assert "lib" not in e or e["s"].startswith(mine.LIBRARIES[e["pkg"]][0] + "/"), e
+    # (975 kB with the matcher's index, +51 kB for sglang-omni's 968 logged messages, +155 kB for
+    # the libraries' 2,613)
+    assert SHIPPED.stat().st_size < 1_250_000
 
 
 # Real messages, with the releases that have them (checked against the wheels on PyPI).
@@ -473,3 +478,67 @@ def test_sglang_omni_messages_are_named_with_their_package(tmp_path):
 
     m = catalog.load().match("Failed to import nixl: No module named 'nixl'. NixlRelay will not work.")
     assert m is not None and m.package == "sglang-omni" and m.source.startswith("sglang_omni/") and m.versions[0].startswith("0.1.")
+
+
+def test_a_library_adds_what_it_logs_warns_and_shows_and_no_other_template_has():
+    """``--add-library``: a library's logged, warned and progress messages that no other template
+    has, each marked ``lib`` with the library and its releases, valid for any SGLang release; its
+    raise messages and prints are left out, and so are SGLang's own wordings; a second run
+    replaces the first."""
+    catalog = {
+        "schema": 1,
+        "releases": ["0.4.0", "0.5.0"],
+        "vllm_releases": [],
+        "templates": [{"t": "Application startup complete.", "p": [], "l": "info", "k": "log", "s": "srt/x.py:1", "v": [0, 1]}],
+    }
+    rec = lambda t, level, kind, path, line, p=(): [t, level, kind, path, line, list(p)]  # noqa: E731
+    mined = {
+        "0.25.0": {"records": [rec("Started server process [{}]", "info", "log", "server.py", 70, ["pid"])]},
+        "0.30.6": {
+            "records": [
+                rec("Started server process [{}]", "info", "log", "server.py", 76, ["pid"]),
+                rec("Application startup complete.", "info", "log", "lifespan/on.py", 62),  # SGLang's own words: left out
+                rec("Invalid HTTP request received.", "warning", "warn", "protocols/http/h11_impl.py", 90),
+                rec("Downloading {}", "progress", "progress", "x.py", 3, ["name"]),
+                rec("bad value {}", "raise", "raise", "y.py", 3, ["v"]),
+                rec("usage: uvicorn {}", "print", "print", "main.py", 4, ["args"]),
+            ]
+        },
+    }
+    out = mine.add_library(catalog, "uvicorn", mined)
+    added = {t["t"]: t for t in out["templates"] if t.get("lib")}
+    assert set(added) == {"Started server process [{}]", "Invalid HTTP request received.", "Downloading {}"}
+    assert added["Started server process [{}]"] == {
+        "t": "Started server process [{}]",
+        "p": ["pid"],
+        "l": "info",
+        "k": "log",
+        "s": "uvicorn/server.py:76",
+        "v": [0, 1],
+        "pkg": "uvicorn",
+        "pv": ["0.25.0", "0.30.6"],
+        "lib": 1,
+    }
+    assert out["libraries"] == {"uvicorn": ["0.25.0", "0.30.6"]} and len(out["templates"]) == 4
+    assert mine.add_library(out, "uvicorn", mined)["templates"] == out["templates"]
+    assert [t["t"] for t in out["templates"]] == sorted(t["t"] for t in out["templates"])
+
+
+def test_a_library_sample_takes_the_newest_final_release_of_each_minor_from_its_first():
+    assert mine.library_sample(["4.35.2", "4.36.0", "4.36.2", "4.37.0rc1", "4.37.1", "5.0.0.dev0", "5.0.0"], "4.36") == ["4.36.2", "4.37.1", "5.0.0"]
+    assert mine.library_sample(["5.3.1", "6.0.0", "6.0.2"], "5.3") == ["5.3.1", "6.0.2"]
+
+
+def test_a_librarys_modules_that_never_run_in_a_server_are_skipped(tmp_path: Path) -> None:
+    skip = mine.library_skips("transformers")
+    assert skip("models/llama/modeling_llama.py") and skip("trainer.py") and skip("generation/utils.py") and skip("pipelines/base.py")
+    assert not skip("models/llama/configuration_llama.py") and not skip("tokenization_utils_base.py") and not skip("generation/configuration_utils.py")
+    assert not mine.library_skips("rpyc")("utils/server.py")
+    root = tmp_path / "transformers"
+    (root / "models" / "llama").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    code = "import logging\nlogger = logging.getLogger(__name__)\n"
+    (root / "models" / "llama" / "configuration_llama.py").write_text(code + "logger.warning('rope_scaling is ignored for this config')\nprint('a print of the library')\n")
+    (root / "models" / "llama" / "modeling_llama.py").write_text(code + "logger.warning('the modeling code of llama warns')\n")
+    got = mine.extract.mine_location(tmp_path, "transformers", prints=lambda rel: False, skip=skip)
+    assert [r[0] for r in got["records"]] == ["rope_scaling is ignored for this config"] and got["files"] == 2

@@ -90,7 +90,9 @@ class CatalogueMatch:
     ``float`` (``1.5``, ``1e-3``) or ``True``/``False``; anything else (``1.2 GB``, ``None``,
     lists) stays a string.  ``versions`` is the first and last mined release having the message;
     ``package``: the package of SGLang's project that prints it when it is not SGLang itself
-    (``sglang-omni``), whose releases ``versions`` then names.
+    (``sglang-omni``), whose releases ``versions`` then names; ``library``: the library SGLang runs
+    (``uvicorn``, ``transformers`` ...: tools/catalog/mine.py ``LIBRARIES``) that logs it, whose
+    releases ``versions`` names: someone else's message, which says nothing of SGLang.
     """
 
     template: str
@@ -101,11 +103,12 @@ class CatalogueMatch:
     shared: str | None
     fields: dict[str, Any]
     package: str | None = None
+    library: str | None = None
 
     @property
     def sglang_only(self) -> bool:
-        """No other program mined (vLLM) prints this first line: evidence the log is SGLang's."""
-        return self.shared is None
+        """No other program mined (vLLM, a library) prints this first line: evidence the log is SGLang's."""
+        return self.shared is None and self.library is None
 
 
 def normalise(message: str) -> str:
@@ -316,7 +319,8 @@ def _key_piece(template: str) -> str:
 def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str = "<data>") -> dict[str, Any]:
     """What a catalogue's matcher needs from its templates, computed once: ``order``, the kept
     templates' positions in preference order (the most constant characters but spaces first, then
-    the newest, then the oldest first release); ``pieces``, each key piece (a template's longest
+    the newest, then the oldest first release; a library's after all of SGLang's project's, so that
+    SGLang's wording wins where both match); ``pieces``, each key piece (a template's longest
     constant piece, cut to ``KEY_CHARS``), in order of first use along ``order``; ``again``, the
     [rank, piece] of each template whose piece an earlier one has (every other template has the
     next new piece: the index stays small in the shipped file); ``dropped``, the templates too
@@ -330,7 +334,7 @@ def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str
     {'order': [1], 'pieces': ['Load weight begi'], 'again': [], 'dropped': {'placeholders-only': 0, 'too-few-constants': 1, 'leading-placeholder': 0}}
     """
     dropped = {PLACEHOLDERS_ONLY: 0, TOO_FEW_CONSTANTS: 0, LEADING_PLACEHOLDER: 0}
-    order: list[tuple[int, int, int, int]] = []
+    order: list[tuple[int, int, int, int, int]] = []
     for i, raw in enumerate(templates):
         text = raw["t"]
         if _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
@@ -343,9 +347,9 @@ def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str
             raise CatalogueError(f"message catalogue {path}: template {text!r} has releases {raw['v']!r}")
         # how specific: its constant characters but spaces (a doubled brace counts twice)
         constants = len(text) - text.count(" ") - 2 * text.count("{}")
-        order.append((-constants, -last, -first, i))
+        order.append((1 if raw.get("lib") else 0, -constants, -last, -first, i))
     order.sort()
-    kept = [o[3] for o in order]
+    kept = [o[4] for o in order]
     pieces: dict[str, int] = {}
     again: list[list[int]] = []
     for rank, i in enumerate(kept):
@@ -484,9 +488,10 @@ class Catalogue:
         return len(self._raw)
 
     def sources(self) -> list[str]:
-        """The ``module:line`` of every kept template (which files print SGLang's messages)."""
+        """The ``module:line`` of every kept template of SGLang's project (which files print
+        SGLang's messages; not the libraries')."""
         self._ready()
-        return [r["s"] for r in self._raw]
+        return [r["s"] for r in self._raw if not r.get("lib")]
 
     def _build(self) -> Any:
         """The automaton of the templates' key pieces (each cut to ``KEY_CHARS``: as selective,
@@ -608,7 +613,8 @@ class Catalogue:
             versions=(raw["pv"][0], raw["pv"][1]) if raw.get("pkg") else (self.releases[t.first], self.releases[t.last]),
             shared=raw.get("shared") or None,
             fields=fields,
-            package=raw.get("pkg") or None,
+            package=None if raw.get("lib") else raw.get("pkg") or None,
+            library=raw.get("pkg") if raw.get("lib") else None,
         )
 
 

@@ -306,7 +306,7 @@ class RecordParser:
         if res is None:
             named = self.catalogued(first)
             if named is not None:
-                kind = named_messages.kind_of(named["template"], named["source"]) or "sglang_message"
+                kind = "library_log" if "library" in named else named_messages.kind_of(named["template"], named["source"]) or "sglang_message"
                 if kind in DESCRIBED_KINDS:
                     named.update(signatures.describe(first))
                 return make(kind, fields=_with_ray(named, ray), **common)
@@ -345,7 +345,7 @@ class RecordParser:
         from sglog.read import catalog
 
         m = catalog.load().match(text, self.version, source)
-        out: dict[str, Any] | None = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None else None
+        out: dict[str, Any] | None = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None and m.library is None else None
         if len(self.raised_memo) < _MEMO_MAX:
             self.raised_memo[key] = out
         return {**out, "fields": dict(out["fields"])} if out else None
@@ -375,7 +375,9 @@ class RecordParser:
         out = None
         if m is not None:
             out = _match_fields(m)
-            named = named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
+            if m.library:
+                out["message"] = text  # (as the grammar's library lines keep it)
+            named = None if m.library else named_messages.read(m.template, list(m.fields.values()), m.source)  # a kind of its own: typed fields
             if named is not None:
                 out.update(named[1])  # (its field names, not the miner's placeholder names)
                 if named[0] == "kv_transfer_failed":
@@ -427,6 +429,8 @@ def _match_fields(m: CatalogueMatch) -> dict[str, Any]:
         out["shared"] = m.shared
     if m.package:
         out["package"] = m.package  # (a package of SGLang's project, e.g. sglang-omni: versions are its own)
+    if m.library:
+        out["library"] = m.library  # (a library SGLang runs: a library_log, its versions the library's)
     return out
 
 

@@ -855,8 +855,9 @@ def sglang_prints(rel: str) -> bool:
     return rel.startswith("srt/") or "/" not in rel
 
 
-def mine_location(location: Path, package: str, prints: Callable[[str], bool] | None = None) -> dict:
-    """Mine one release: {"records": [...], "files": n, "failed": [module paths]}."""
+def mine_location(location: Path, package: str, prints: Callable[[str], bool] | None = None, skip: Callable[[str], object] | None = None) -> dict:
+    """Mine one release: {"records": [...], "files": n, "failed": [module paths]}.  ``skip``: modules
+    (paths relative to the package) left out besides tests, benchmarks and examples."""
     if prints is None:
         prints = sglang_prints if package == "sglang" else (lambda rel: True)
     records: list[Record] = []
@@ -865,7 +866,7 @@ def mine_location(location: Path, package: str, prints: Callable[[str], bool] | 
     table = Returns()  # the whole package's functions: a message may call one of another module
     deferred: list[Deferred] = []
     for rel, data in sources(location, package):
-        if skipped(rel):
+        if skipped(rel) or (skip is not None and skip(rel)):
             continue
         files += 1
         try:

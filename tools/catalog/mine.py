@@ -175,13 +175,16 @@ def miner_key(python: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def mine_archive(archive: Path, package: str, python: str, cache: Path | None, key: str) -> dict:
-    """Mine one archive in a child process running `python`; the result is cached by `key`."""
+def mine_archive(archive: Path, package: str, python: str, cache: Path | None, key: str, library: str | None = None) -> dict:
+    """Mine one archive in a child process running `python`; the result is cached by `key`
+    (and a library's settings, ``LIBRARIES``)."""
+    if library is not None:
+        key += "-" + hashlib.sha256(repr(LIBRARIES[library]).encode()).hexdigest()[:8]
     store = cache / f"{archive.name}.{key}.json" if cache else None
     if store is not None and store.exists():
         return json.loads(store.read_text())
     run = subprocess.run(
-        [python, str(HERE / "mine.py"), "--mine-one", str(archive), "--package", package],
+        [python, str(HERE / "mine.py"), "--mine-one", str(archive), "--package", package, *(["--library", library] if library else [])],
         capture_output=True,
         text=True,
     )
@@ -194,7 +197,7 @@ def mine_archive(archive: Path, package: str, python: str, cache: Path | None, k
     return result
 
 
-def mine_all(package: str, archives: dict[str, Path], python: str, cache: Path | None, jobs: int) -> tuple[dict[str, dict], dict[str, str]]:
+def mine_all(package: str, archives: dict[str, Path], python: str, cache: Path | None, jobs: int, library: str | None = None) -> tuple[dict[str, dict], dict[str, str]]:
     key = miner_key(python)
     mined: dict[str, dict] = {}
     failed: dict[str, str] = {}
@@ -202,7 +205,7 @@ def mine_all(package: str, archives: dict[str, Path], python: str, cache: Path |
     def one(item: tuple[str, Path]) -> tuple[str, dict | None, str]:
         version, archive = item
         try:
-            return version, mine_archive(archive, package, python, cache, key), ""
+            return version, mine_archive(archive, package, python, cache, key, library), ""
         except (RuntimeError, OSError, ValueError) as err:
             return version, None, str(err)
 
@@ -289,6 +292,86 @@ def add_package(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
     return out
 
 
+# libraries SGLang's server processes run, whose Python loggers and warnings print into its log
+# between SGLang's own lines (`--add-library`): distribution -> (import name, the first minor
+# release mined: the one current when SGLang began, 2024-01, or when SGLang began to use it;
+# a pattern of the modules that never run in an SGLang server, relative to the package).
+# The newest release of each minor version from that one on is mined (``library_sample``).
+LIBRARIES: dict[str, tuple[str, str, str]] = {
+    "uvicorn": ("uvicorn", "0.25", ""),  # the HTTP server
+    "rpyc": ("rpyc", "5.3", ""),  # 0.1.x: the router and the model workers talk over RPyC
+    "huggingface-hub": ("huggingface_hub", "0.20", r"^(commands|cli|inference)/"),  # weights and configs downloaded
+    # configs, tokenizers and processors loaded (not models: SGLang has its own; not training, agents, CLIs)
+    # (models: their configs, tokenizers and processors run, their modeling code does not: SGLang has its own)
+    "transformers": (
+        "transformers",
+        "4.36",
+        r"(^|/)modeling_\w*\.py$|^generation/(?!configuration_utils\.py)|^(commands|cli|agents|tools|onnx|exporters|pipelines|sagemaker|kernels|quantizers|distributed|data|models/deprecated)/"
+        r"|^(trainer|training_args|optimization|modelcard|debug_utils|hyperparameter_search)\w*\.py$",
+    ),
+    # attention kernels compiled just in time (its `flashinfer.jit` logger); not the sources of other projects it bundles
+    "flashinfer-python": ("flashinfer", "0.2", r"^data/"),
+}
+LIBRARY_KINDS = ("log", "warn", "progress")  # what a library's templates are: not its raise messages (lower trust) nor its prints (its command-line tools)
+
+
+def library_sample(versions: Iterable[str], since: str) -> list[str]:
+    """The newest final release of each minor version from ``since`` on.
+
+    >>> library_sample(["0.24.0", "0.25.0", "0.25.3", "0.26.0rc1", "0.26.1", "1.0.0.dev1"], "0.25")
+    ['0.25.3', '0.26.1']
+    """
+    floor = version_key(since).release[:2]
+    newest: dict[tuple[int, ...], str] = {}
+    for v in sorted(versions, key=version_key):
+        key = version_key(v)
+        if key.is_prerelease or key.is_devrelease:
+            continue
+        minor = (key.release + (0,))[:2]
+        if minor >= floor:
+            newest[minor] = v
+    return [newest[m] for m in sorted(newest)]
+
+
+def library_skips(dist: str):
+    """The predicate of the modules of ``dist`` (``LIBRARIES``) that are not mined."""
+    pattern = LIBRARIES[dist][2]
+    return re.compile(pattern).search if pattern else (lambda rel: None)
+
+
+def add_library(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
+    """``catalog`` with the messages ``dist``'s releases (``mined``: version -> records) log, warn or
+    show as progress (``LIBRARY_KINDS``) that no other template has: each with ``lib`` = 1, ``pkg`` =
+    ``dist``, ``pv`` its first and last release mined, ``v`` every SGLang release (it runs under
+    any) and ``s`` under its import name.  A library mined before is replaced; the result is sorted
+    as ``build_catalog`` sorts.  sglog names such a line a ``library_log``, never SGLang's (the
+    matcher prefers SGLang's templates: ``build_index``)."""
+    releases = sorted(mined, key=version_key)
+    top = LIBRARIES[dist][0] if dist in LIBRARIES else dist.replace("-", "_")
+    own = [t for t in catalog["templates"] if t.get("pkg") != dist]
+    have = {(t["t"], t["l"]) for t in own}
+    entries: dict[tuple[str, str], dict] = {}
+    for index, version in enumerate(releases):
+        first: dict[tuple[str, str], list] = {}
+        for rec in sorted(mined[version]["records"], key=lambda r: (r[3], r[4], r[0], r[1], r[2])):
+            if rec[2] in LIBRARY_KINDS:
+                first.setdefault((rec[0], rec[1]), rec)
+        for key, rec in first.items():
+            if key in have:
+                continue
+            entry = entries.setdefault(key, {"pv": [index, index]})
+            entry.update(p=list(rec[5]), k=rec[2], s=f"{top}/{rec[3]}:{rec[4]}")
+            entry["pv"][1] = index
+    last = len(catalog["releases"]) - 1
+    added = [
+        {"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": [0, last], "pkg": dist, "pv": [releases[e["pv"][0]], releases[e["pv"][1]]], "lib": 1} for (t, level), e in entries.items()
+    ]
+    out = {k: v for k, v in catalog.items() if k not in ("templates", "index")}
+    out["libraries"] = {**(catalog.get("libraries") or {}), dist: releases}
+    out["templates"] = sorted(own + added, key=lambda t: (t["t"], t["l"]))
+    return out
+
+
 def dumps(catalog: dict) -> bytes:
     """The catalogue as gzip bytes: one template a line inside, no timestamp, no file name.
 
@@ -368,12 +451,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-vllm", action="store_true", help="do not mine vLLM (no shared marks)")
     ap.add_argument("--reindex", action="store_true", help="rewrite --out with the index of its templates, mining nothing")
     ap.add_argument("--add-package", metavar="DIST", help=f"mine every release of DIST (one of {', '.join(ECOSYSTEM)}) into --out, mining SGLang nothing")
+    ap.add_argument("--add-library", metavar="DIST", help=f"mine the releases of DIST (one of {', '.join(LIBRARIES)}) into --out, mining SGLang nothing")
     ap.add_argument("--mine-one", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--package", default="sglang", help=argparse.SUPPRESS)
+    ap.add_argument("--library", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.mine_one is not None:  # the child process of mine_archive()
-        json.dump(extract.mine_location(args.mine_one, args.package), sys.stdout)
+        if args.library:  # (a library: its prints aside, its modules that never run in a server skipped)
+            json.dump(extract.mine_location(args.mine_one, args.package, prints=lambda rel: False, skip=library_skips(args.library)), sys.stdout)
+        else:
+            json.dump(extract.mine_location(args.mine_one, args.package), sys.stdout)
         return 0
 
     if args.reindex:  # (the index is derived from the templates: no need to mine again)
@@ -394,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
         return 0
 
+    if args.add_library:
+        return _add_library(args)
+
     start = time.monotonic()
     python = args.python or newest_python()
     say(f"mining with {python}")
@@ -406,6 +497,27 @@ def main(argv: list[str] | None = None) -> int:
     catalog = generate(sglang, vllm, args.out, python, args.cache / "mined", 2, failed)
     size = sum(p.stat().st_size for p in [*sglang.values(), *vllm.values()])
     say(summary(catalog, failed, time.monotonic() - start, size))
+    say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
+    return 0
+
+
+def _add_library(args: argparse.Namespace) -> int:
+    dist = args.add_library
+    if dist not in LIBRARIES:
+        say(f"--add-library: {dist} is not one of {', '.join(LIBRARIES)} (mine.LIBRARIES)")
+        return 2
+    start = time.monotonic()
+    python = args.python or newest_python()
+    versions = library_sample(released_versions(dist), LIBRARIES[dist][1])
+    archives, failed = fetch_all(dist, versions, args.cache / "libraries" / dist, args.jobs)
+    mined, failed_mine = mine_all(LIBRARIES[dist][0], archives, python, args.cache / "mined", 2, library=dist)
+    if not mined:
+        say(f"{dist}: no release could be mined ({failed | failed_mine}); {args.out} left as it was")
+        return 1
+    catalog = add_library(json.loads(gzip.decompress(args.out.read_bytes())), dist, mined)
+    args.out.write_bytes(dumps(catalog))
+    n = sum(t.get("pkg") == dist for t in catalog["templates"])
+    say(f"{dist}: {len(mined)} releases ({', '.join(sorted(mined, key=version_key))}) mined in {time.monotonic() - start:.0f} s, {n} templates no other has; failed: {failed | failed_mine or 'none'}")
     say(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
     return 0
 
