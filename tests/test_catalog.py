@@ -527,3 +527,25 @@ def test_a_library_line_behind_sglangs_prefix_keeps_the_prefix(tmp_path):
     (run,) = sglog.load(log)
     (e,) = [e for e in run.events if e.kind != "blank"]
     assert e.kind == "library_log" and e.get("library") == "transformers" and e.rank is not None and e.ts is not None
+
+
+def test_a_first_line_cut_inside_a_library_message_is_the_librarys(tmp_path, monkeypatch):
+    cat = catalog.Catalogue(
+        {
+            "schema": 1,
+            "releases": ["0.1.3", "0.5.23"],
+            "templates": [T("Downloading shard {} of the checkpoint from the model hub now", ["i"], (0, 1), "huggingface_hub/file_download.py:9", pkg="huggingface-hub", pv=["0.20.3", "2.4.0"], lib=1)],
+        }
+    )
+    from sglog.read import evidence, records
+    from sglog.read.parse import parse_file
+
+    monkeypatch.setattr(catalog, "load", lambda path=None: cat)
+    log = tmp_path / "x.log"
+    log.write_text("7 of the checkpoint from the model hub now\n")
+    try:
+        (e,) = [e for e in parse_file(str(log)).events if e.kind != "blank"]
+    finally:  # (what was cached from this catalogue)
+        records._catalogued.cache_clear()
+        evidence._sglang_modules.cache_clear()
+    assert (e.kind, e.get("library"), e.get("cut")) == ("library_log", "huggingface-hub", "start")

@@ -313,7 +313,7 @@ class RecordParser:
             if rec.line == 1 and ts is None:
                 cut = self.catalogued_tail(first)
                 if cut is not None:
-                    return make("sglang_message", fields=_with_ray(cut, ray), **common)
+                    return make("library_log" if "library" in cut else "sglang_message", fields=_with_ray(cut, ray), **common)
             fields = {"message": message[:2000], **messages.strip_prefix(first)[1]}  # (a logger prefix's parts: log_level, log_source ...)
             fields.update(signatures.describe(first))
             return make("unparsed", fields=_with_ray(fields, ray), **common)
@@ -359,6 +359,8 @@ class RecordParser:
         if m is None:
             return None
         out = _match_fields(m) | {"cut": "start"}
+        if m.library:
+            out["message"] = message.strip()
         _add_placeholders(out, m.fields)
         return out
 
