@@ -534,7 +534,9 @@ def test_a_first_line_cut_inside_a_library_message_is_the_librarys(tmp_path, mon
         {
             "schema": 1,
             "releases": ["0.1.3", "0.5.23"],
-            "templates": [T("Downloading shard {} of the checkpoint from the model hub now", ["i"], (0, 1), "huggingface_hub/file_download.py:9", pkg="huggingface-hub", pv=["0.20.3", "2.4.0"], lib=1)],
+            "templates": [
+                T("Downloading shard {} of the checkpoint from the model hub now", ["i"], (0, 1), "huggingface_hub/file_download.py:9", pkg="huggingface-hub", pv=["0.20.3", "2.4.0"], lib=1)
+            ],
         }
     )
     from sglog.read import evidence, records
