@@ -336,9 +336,9 @@ def _old_index(data) -> tuple[list[dict], list[list[int]]]:
     them on every load before the index (an independent check of ``build_index``)."""
     kept = []
     for i, raw in enumerate(data["templates"]):
-        if catalog._verdict(raw["t"]) is None:
+        if (catalog._library_verdict if raw.get("lib") else catalog._verdict)(raw["t"]) is None:
             t = raw["t"]
-            kept.append(((1 if raw.get("lib") else 0, -(len(t) - t.count(" ") - 2 * t.count("{}")), -raw["v"][1], -raw["v"][0], i), raw))
+            kept.append(((-(len(t) - t.count(" ") - 2 * t.count("{}")), 1 if raw.get("lib") else 0, -raw["v"][1], -raw["v"][0], i), raw))
     kept.sort(key=lambda x: x[0])
     by_piece: dict[str, list[int]] = {}
     for rank, (_key, raw) in enumerate(kept):
@@ -456,12 +456,18 @@ def _with_library() -> Catalogue:
     return catalog.Catalogue(
         {
             "schema": 1,
-            "releases": ["0.1.3", "0.5.23"],
+            "releases": ["0.1.3", "0.4.0", "0.5.23"],
             "templates": [
-                T("Application startup complete.", [], (0, 1), "uvicorn/lifespan/on.py:62", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
-                T("Application startup complete and the server is ready", [], (0, 1), "srt/entrypoints/http_server.py:9", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
-                T("Application startup complete{}", ["rest"], (1, 1), "srt/entrypoints/http_server.py:10"),
-                T("server started on [{}]:{}", ["host", "port"], (0, 1), "rpyc/utils/server.py:251", pkg="rpyc", pv=["5.3.1", "6.0.2"], lib=1),
+                T("Application startup complete.", [], (0, 2), "uvicorn/lifespan/on.py:62", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
+                T("Application startup complete{}", ["rest"], (2, 2), "srt/entrypoints/http_server.py:10"),
+                T("Loading adapter weights from {} led to unexpected keys", ["where"], (0, 2), "transformers/integrations/peft.py:287", pkg="transformers", pv=["4.36.2", "5.25.0"], lib=1),
+                T("Loading {} from {}", ["what", "where"], (2, 2), "multimodal_gen/loader.py:5"),
+                T("Loading weights with BitsAndBytes quantization. May take a while ...", [], (1, 2), "srt/model_loader/loader.py:2890"),
+                T("Loading weights with {} quantization.{}", ["how", "rest"], (0, 2), "transformers/convert.py:71", pkg="transformers", pv=["4.36.2", "5.25.0"], lib=1),
+                T("server started on [{}]:{}", ["host", "port"], (0, 2), "rpyc/utils/server.py:251", pkg="rpyc", pv=["5.3.1", "6.0.2"], lib=1),
+                T("Started the server process [{}]", ["pid"], (0, 2), "uvicorn/server.py:76", pkg="uvicorn", pv=["0.25.0", "0.55.0"], lib=1),
+                T("Started the server process [{}]", ["pid"], (1, 1), "srt/server.py:3"),
+                T("welcome {}", ["who"], (0, 2), "rpyc/core/protocol.py:9", pkg="rpyc", pv=["5.3.1", "6.0.2"], lib=1),
             ],
         }
     )
@@ -474,17 +480,45 @@ def test_a_library_message_is_named_with_the_library_and_its_releases():
     assert not m.sglang_only  # (someone else's message: no evidence of SGLang)
 
 
-def test_sglang_wording_wins_over_a_librarys_where_both_match():
+def test_a_library_template_names_a_line_only_when_more_specific_than_every_sglang_one():
     cat = _with_library()
-    # (the library's template is the more specific, but SGLang's own names the line)
-    assert cat.match("Application startup complete and the server is ready").library is None
-    assert cat.match("Application startup complete.").library is None  # SGLang's {} takes "." too
+    # (SGLang's template as specific: SGLang's, in any release)
+    assert cat.match("Started the server process [7]").library is None
+    assert cat.match("Started the server process [7]", "0.5.23").library is None
+    # (the library's exact wording, more specific than SGLang's: the library's)
+    assert cat.match("Application startup complete.").library == "uvicorn"
+    assert cat.match("Application startup complete, at last").library is None
+    # (the library's more specific than SGLang's generic one: the library's, in any release)
+    for version in (None, "0.5.23", "0.1.3"):
+        assert cat.match("Loading adapter weights from state_dict led to unexpected keys", version).library == "transformers"
+    # (SGLang's exact wording beats a library's looser one, even out of the log's releases)
+    line = "Loading weights with BitsAndBytes quantization. May take a while ..."
+    for version in (None, "0.1.3", "0.5.23"):
+        m = cat.match(line, version)
+        assert m.library is None and m.source == "srt/model_loader/loader.py:2890", version
+    m = cat.match(line, "0.1.3", source="other.py:1")
+    assert m.library is None and m.source == "srt/model_loader/loader.py:2890"
     # (the logger prefix's file.py:N names the library's line)
     assert cat.match("Application startup complete.", source="on.py:62").library == "uvicorn"
 
 
+def test_a_librarys_generic_wording_is_not_kept():
+    cat = _with_library()
+    assert cat.match("welcome to the cluster") is None
+    assert cat.dropped["too-few-constants"] == 1
+
+
+def test_an_sglang_raise_template_is_not_lost_to_a_library_one():
+    from sglog.read.parse import RecordParser
+
+    p = RecordParser("x.log")
+    p.version = "0.4.0"  # (the template is newer than the log's release; a library's matches too)
+    got = p.raised("Loading FP8 shared expert weights into FP4 fused MoE weights requires block-FP8 weight_block_size.", "srt/models/deepseek_v2.py:1")
+    assert got is not None and got["source"].startswith("srt/layers/moe/"), got
+
+
 def test_library_sources_are_not_sglang_modules():
-    assert _with_library().sources() == ["srt/entrypoints/http_server.py:10"]
+    assert sorted(_with_library().sources()) == ["multimodal_gen/loader.py:5", "srt/entrypoints/http_server.py:10", "srt/model_loader/loader.py:2890", "srt/server.py:3"]
     libs = ("uvicorn/", "rpyc/", "huggingface_hub/", "transformers/", "flashinfer/")
     assert not [s for s in catalog.load().sources() if s.startswith(libs)]
 

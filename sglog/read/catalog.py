@@ -59,6 +59,13 @@ MIN_CONSTANT_LEADING = 15
 """A template that starts with a placeholder needs this many constant letters/digits (its
 constant tail), since its first characters say nothing about the message."""
 
+MIN_CONSTANT_LIBRARY = 12
+MIN_WORDS_LIBRARY = 2
+"""A library's template (tools/catalog/mine.py LIBRARIES) needs this many constant letters/digits,
+in at least MIN_WORDS_LIBRARY words of three letters or more: a library's generic wordings
+(``welcome {}``, ``Loading {} {}``, ``Heartbeat``) would otherwise take the lines of SGLang (or of
+another server) that the catalogue does not have for the library's, and count them recognised."""
+
 KEY_CHARS = 16
 """Characters of a template's longest constant piece that the prefilter looks for."""
 
@@ -71,6 +78,7 @@ _PLACEHOLDER = None  # in a template's parts: a `{}`
 _BRACES = re.compile(r"(\{\{|\}\}|\{\})")
 _NOT_ALNUM = re.compile(r"[\W_]+")
 _ENOUGH = re.compile(rf"(?:[\W_]*[^\W_]){{{MIN_CONSTANT_LEADING}}}")  # enough for any template
+_WORD = re.compile(r"[A-Za-z]{3,}")
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?")
 _VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[._-]?(a|alpha|b|beta|c|rc|pre|preview|post|dev)[._-]?(\d*))?(?:\+.*)?", re.I)
@@ -238,6 +246,21 @@ def _verdict(template: str) -> str | None:
     return None
 
 
+def _library_verdict(template: str) -> str | None:
+    """``_verdict``, stricter, for a library's template (``MIN_CONSTANT_LIBRARY``).
+
+    >>> _library_verdict("welcome {}"), _library_verdict("Heartbeat"), _library_verdict("server started on [{}]:{}")
+    ('too-few-constants', 'too-few-constants', None)
+    """
+    why = _verdict(template)
+    if why is not None:
+        return why
+    constant = _BRACES.sub(" ", template)
+    if len(_NOT_ALNUM.sub("", constant)) < MIN_CONSTANT_LIBRARY or len(_WORD.findall(constant)) < MIN_WORDS_LIBRARY:
+        return TOO_FEW_CONSTANTS
+    return None
+
+
 class _Template:
     """A kept template; made on first use, with its cheap checks and its regex."""
 
@@ -319,8 +342,8 @@ def _key_piece(template: str) -> str:
 def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str = "<data>") -> dict[str, Any]:
     """What a catalogue's matcher needs from its templates, computed once: ``order``, the kept
     templates' positions in preference order (the most constant characters but spaces first, then
-    the newest, then the oldest first release; a library's after all of SGLang's project's, so that
-    SGLang's wording wins where both match); ``pieces``, each key piece (a template's longest
+    SGLang's project's before a library's, then the newest, then the oldest first release; a
+    library's template is kept only when ``_library_verdict`` keeps it); ``pieces``, each key piece (a template's longest
     constant piece, cut to ``KEY_CHARS``), in order of first use along ``order``; ``again``, the
     [rank, piece] of each template whose piece an earlier one has (every other template has the
     next new piece: the index stays small in the shipped file); ``dropped``, the templates too
@@ -337,8 +360,9 @@ def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str
     order: list[tuple[int, int, int, int, int]] = []
     for i, raw in enumerate(templates):
         text = raw["t"]
-        if _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
-            why = _verdict(text)
+        lib = 1 if raw.get("lib") else 0
+        if lib or _ENOUGH.match(text) is None:  # most templates pass at once; look closer at the rest
+            why = _library_verdict(text) if lib else _verdict(text)
             if why is not None:
                 dropped[why] += 1
                 continue
@@ -347,7 +371,7 @@ def build_index(templates: Sequence[Mapping[str, Any]], releases: int, path: str
             raise CatalogueError(f"message catalogue {path}: template {text!r} has releases {raw['v']!r}")
         # how specific: its constant characters but spaces (a doubled brace counts twice)
         constants = len(text) - text.count(" ") - 2 * text.count("{}")
-        order.append((1 if raw.get("lib") else 0, -constants, -last, -first, i))
+        order.append((-constants, lib, -last, -first, i))
     order.sort()
     kept = [o[4] for o in order]
     pieces: dict[str, int] = {}
@@ -521,7 +545,9 @@ class Catalogue:
 
         When several match: the one printed at ``source`` (``file.py:N`` from a ``LEVEL file.py:N``
         prefix, when given) first, then those whose releases contain ``version`` (when given),
-        then the most constant characters, then the newest.
+        then the most constant characters, then the newest.  A library's template (which any
+        SGLang release may print beside its own) names the message only when it is more specific
+        than every SGLang template that matches, whatever their releases.
         """
         text = normalise(message)
         if not text:
@@ -534,10 +560,11 @@ class Catalogue:
         if not candidates:
             return None
         at = self.release_index(version) if version else None
-        fallback: tuple[_Template, dict[str, Any]] | None = None
-        best: tuple[_Template, dict[str, Any]] | None = None
+        fallback: tuple[_Template, dict[str, Any]] | None = None  # the most specific of SGLang's
+        best: tuple[_Template, dict[str, Any]] | None = None  # ... of those in the log's releases
+        library: tuple[_Template, dict[str, Any]] | None = None  # a library's, more specific than those
         made = self._made
-        for i in sorted(candidates):
+        for i in sorted(candidates):  # (the most specific first)
             t = made[i]
             if t is None:
                 t = made[i] = _Template(self._raw[i])
@@ -548,6 +575,12 @@ class Catalogue:
                 where = t.raw["s"]
                 if where == source or where.endswith("/" + source):
                     return self._result(t, fields)
+            if t.raw.get("lib"):
+                if library is None and fallback is None:
+                    if source is None:
+                        return self._result(t, fields)
+                    library = (t, fields)
+                continue
             if at is None or t.first <= at <= t.last:
                 if source is None:
                     return self._result(t, fields)
@@ -555,7 +588,7 @@ class Catalogue:
                     best = (t, fields)
             if fallback is None:
                 fallback = (t, fields)
-        chosen = best or fallback
+        chosen = library or best or fallback
         return self._result(*chosen) if chosen else None
 
     def match_tail(self, message: str, version: str | None = None) -> CatalogueMatch | None:
@@ -579,6 +612,10 @@ class Catalogue:
             self._made[i] = t
             fields = _tail_fields(t, text)
             if fields is None:
+                continue
+            if t.raw.get("lib"):
+                if fallback is None:  # (a library's, more specific than SGLang's: as in ``match``)
+                    return self._result(t, fields)
                 continue
             if at is None or t.first <= at <= t.last:
                 return self._result(t, fields)

@@ -300,17 +300,25 @@ def add_package(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
 LIBRARIES: dict[str, tuple[str, str, str]] = {
     "uvicorn": ("uvicorn", "0.25", ""),  # the HTTP server
     "rpyc": ("rpyc", "5.3", ""),  # 0.1.x: the router and the model workers talk over RPyC
-    "huggingface-hub": ("huggingface_hub", "0.20", r"^(commands|cli|inference)/"),  # weights and configs downloaded
-    # configs, tokenizers and processors loaded (not models: SGLang has its own; not training, agents, CLIs)
-    # (models: their configs, tokenizers and processors run, their modeling code does not: SGLang has its own)
+    # weights and configs downloaded (not its CLIs, uploads, repositories, inference clients or training mixins)
+    "huggingface-hub": (
+        "huggingface_hub",
+        "0.20",
+        r"^(commands|cli|inference|serialization)/|^(_commit_api|_commit_scheduler|_upload_large_folder|_local_folder_upload|repository|lfs|keras_mixin|fastai_utils"
+        r"|hub_mixin|_tensorboard_logger|_webhooks_\w+|_space_api|_jobs_api|_login|_oauth|community|inference_api|_inference_endpoints|repocard\w*)\.py$",
+    ),
+    # configs, tokenizers and processors loaded; not the models' modeling code (SGLang has its own),
+    # nor conversion scripts, generation, training and its integrations, pipelines, agents or CLIs
     "transformers": (
         "transformers",
         "4.36",
-        r"(^|/)modeling_\w*\.py$|^generation/(?!configuration_utils\.py)|^(commands|cli|agents|tools|onnx|exporters|pipelines|sagemaker|kernels|quantizers|distributed|data|models/deprecated)/"
+        r"(^|/)modeling_\w*\.py$|(^|/)convert_(?!slow_tokenizer\.py)\w*\.py$|^generation/(?!configuration_utils\.py)|^integrations/(?!(tiktoken|ggml|mistral)\.py)"
+        r"|^(commands|cli|agents|tools|onnx|exporters|pipelines|sagemaker|kernels|quantizers|distributed|data|models/deprecated)/"
         r"|^(trainer|training_args|optimization|modelcard|debug_utils|hyperparameter_search)\w*\.py$",
     ),
-    # attention kernels compiled just in time (its `flashinfer.jit` logger); not the sources of other projects it bundles
-    "flashinfer-python": ("flashinfer", "0.2", r"^data/"),
+    # attention kernels compiled just in time (its `flashinfer.jit` logger); not its experimental
+    # modules nor the sources of other projects it bundles
+    "flashinfer-python": ("flashinfer", "0.2", r"^(data|experimental)/"),
 }
 LIBRARY_KINDS = ("log", "warn", "progress")  # what a library's templates are: not its raise messages (lower trust) nor its prints (its command-line tools)
 
