@@ -269,25 +269,33 @@ def add_package(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
     -> records) that SGLang's own do not have: each ``pkg`` = ``dist``, ``pv`` = its first and last release, ``v``
     every SGLang release (the package runs beside any), ``s`` under the package's import name.
     A package mined before is replaced; the result is sorted as ``build_catalog`` sorts."""
+    # (what it logs and prints: its raise messages, lower trust, stay out of a file kept small)
+    return _add_mined(catalog, dist, mined, ECOSYSTEM.get(dist, dist.replace("-", "_")), lambda kind: kind != "raise", "packages", {})
+
+
+def _add_mined(catalog: dict, dist: str, mined: dict[str, dict], top: str, keep, head: str, marks: dict) -> dict:
+    """``catalog`` with the templates of ``dist``'s releases of the kinds ``keep`` takes that no other
+    template has (``add_package``, ``add_library``): ``marks`` on each, ``dist``'s releases under
+    ``head`` in the catalogue's head."""
     releases = sorted(mined, key=version_key)
-    top = ECOSYSTEM.get(dist, dist.replace("-", "_"))
     own = [t for t in catalog["templates"] if t.get("pkg") != dist]
     have = {(t["t"], t["l"]) for t in own}
     entries: dict[tuple[str, str], dict] = {}
     for index, version in enumerate(releases):
         first: dict[tuple[str, str], list] = {}
         for rec in sorted(mined[version]["records"], key=lambda r: (r[3], r[4], r[0], r[1], r[2])):
-            first.setdefault((rec[0], rec[1]), rec)
+            if keep(rec[2]):
+                first.setdefault((rec[0], rec[1]), rec)
         for key, rec in first.items():
-            if key in have or rec[2] == "raise":  # (what it logs and prints: its raise messages, lower trust, stay out of a file kept under 1 MB)
+            if key in have:
                 continue
             entry = entries.setdefault(key, {"pv": [index, index]})
             entry.update(p=list(rec[5]), k=rec[2], s=f"{top}/{rec[3]}:{rec[4]}")
             entry["pv"][1] = index
     last = len(catalog["releases"]) - 1
-    added = [{"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": [0, last], "pkg": dist, "pv": [releases[e["pv"][0]], releases[e["pv"][1]]]} for (t, level), e in entries.items()]
+    added = [{"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": [0, last], "pkg": dist, "pv": [releases[e["pv"][0]], releases[e["pv"][1]]], **marks} for (t, level), e in entries.items()]
     out = {k: v for k, v in catalog.items() if k not in ("templates", "index")}
-    out["packages"] = {**(catalog.get("packages") or {}), dist: releases}
+    out[head] = {**(catalog.get(head) or {}), dist: releases}
     out["templates"] = sorted(own + added, key=lambda t: (t["t"], t["l"]))
     return out
 
@@ -352,32 +360,10 @@ def add_library(catalog: dict, dist: str, mined: dict[str, dict]) -> dict:
     show as progress (``LIBRARY_KINDS``) that no other template has: each with ``lib`` = 1, ``pkg`` =
     ``dist``, ``pv`` its first and last release mined, ``v`` every SGLang release (it runs under
     any) and ``s`` under its import name.  A library mined before is replaced; the result is sorted
-    as ``build_catalog`` sorts.  sglog names such a line a ``library_log``, never SGLang's (the
-    matcher prefers SGLang's templates: ``build_index``)."""
-    releases = sorted(mined, key=version_key)
+    as ``build_catalog`` sorts.  sglog names such a line a ``library_log``, never SGLang's, and only
+    where no SGLang template matches it as specifically (``sglog.read.catalog.Catalogue.match``)."""
     top = LIBRARIES[dist][0] if dist in LIBRARIES else dist.replace("-", "_")
-    own = [t for t in catalog["templates"] if t.get("pkg") != dist]
-    have = {(t["t"], t["l"]) for t in own}
-    entries: dict[tuple[str, str], dict] = {}
-    for index, version in enumerate(releases):
-        first: dict[tuple[str, str], list] = {}
-        for rec in sorted(mined[version]["records"], key=lambda r: (r[3], r[4], r[0], r[1], r[2])):
-            if rec[2] in LIBRARY_KINDS:
-                first.setdefault((rec[0], rec[1]), rec)
-        for key, rec in first.items():
-            if key in have:
-                continue
-            entry = entries.setdefault(key, {"pv": [index, index]})
-            entry.update(p=list(rec[5]), k=rec[2], s=f"{top}/{rec[3]}:{rec[4]}")
-            entry["pv"][1] = index
-    last = len(catalog["releases"]) - 1
-    added = [
-        {"t": t, "p": e["p"], "l": level, "k": e["k"], "s": e["s"], "v": [0, last], "pkg": dist, "pv": [releases[e["pv"][0]], releases[e["pv"][1]]], "lib": 1} for (t, level), e in entries.items()
-    ]
-    out = {k: v for k, v in catalog.items() if k not in ("templates", "index")}
-    out["libraries"] = {**(catalog.get("libraries") or {}), dist: releases}
-    out["templates"] = sorted(own + added, key=lambda t: (t["t"], t["l"]))
-    return out
+    return _add_mined(catalog, dist, mined, top, lambda kind: kind in LIBRARY_KINDS, "libraries", {"lib": 1})
 
 
 def dumps(catalog: dict) -> bytes:
