@@ -508,6 +508,12 @@ def test_a_librarys_generic_wording_is_not_kept():
     assert cat.dropped["too-few-constants"] == 1
 
 
+def test_an_exception_sglang_raised_is_named_by_sglangs_templates_only():
+    cat = _with_library()
+    assert cat.match("Loading adapter weights from state_dict led to unexpected keys", libraries=False).source == "multimodal_gen/loader.py:5"
+    assert cat.match("server started on [0.0.0.0]:1", libraries=False) is None
+
+
 def test_an_sglang_raise_template_is_not_lost_to_a_library_one():
     from sglog.read.parse import RecordParser
 

@@ -540,14 +540,15 @@ class Catalogue:
         pos = bisect.bisect_right(self._release_keys, (key, len(self.releases)))
         return self._release_keys[pos - 1][1] if pos else -1
 
-    def match(self, message: str, version: str | None = None, source: str | None = None) -> CatalogueMatch | None:
+    def match(self, message: str, version: str | None = None, source: str | None = None, libraries: bool = True) -> CatalogueMatch | None:
         """The template that names ``message`` (its text after the log prefix), or None.
 
         When several match: the one printed at ``source`` (``file.py:N`` from a ``LEVEL file.py:N``
         prefix, when given) first, then those whose releases contain ``version`` (when given),
         then the most constant characters, then the newest.  A library's template (which any
         SGLang release may print beside its own) names the message only when it is more specific
-        than every SGLang template that matches, whatever their releases.
+        than every SGLang template that matches, whatever their releases; ``libraries=False``:
+        SGLang's project's templates only (an exception SGLang raised is named by its own).
         """
         text = normalise(message)
         if not text:
@@ -568,6 +569,8 @@ class Catalogue:
             t = made[i]
             if t is None:
                 t = made[i] = _Template(self._raw[i])
+            if not libraries and t.raw.get("lib"):
+                continue
             fields = t.fullmatch(text)
             if fields is None:
                 continue
@@ -576,7 +579,7 @@ class Catalogue:
                 if where == source or where.endswith("/" + source):
                     return self._result(t, fields)
             if t.raw.get("lib"):
-                if library is None and fallback is None:
+                if libraries and library is None and fallback is None:
                     if source is None:
                         return self._result(t, fields)
                     library = (t, fields)

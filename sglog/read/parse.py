@@ -344,8 +344,8 @@ class RecordParser:
             return {**hit, "fields": dict(hit["fields"])} if hit else None  # type: ignore[dict-item, index]  # (0: a miss, as in message)
         from sglog.read import catalog
 
-        m = catalog.load().match(text, self.version, source)
-        out: dict[str, Any] | None = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None and m.library is None else None
+        m = catalog.load().match(text, self.version, source, libraries=False)
+        out: dict[str, Any] | None = {"template": m.template, "source": m.source, "fields": dict(m.fields)} if m is not None else None
         if len(self.raised_memo) < _MEMO_MAX:
             self.raised_memo[key] = out
         return {**out, "fields": dict(out["fields"])} if out else None
