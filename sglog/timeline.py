@@ -493,10 +493,11 @@ def _batch_windows(run, width):
     tokens = {"cached_token", "new_token"} <= cols
     # (which rows are prefill lines, and prefill lines with both token counts: computed once, as
     # columns, not in each of the aggregations that read them)
+    prefill = pl.col("kind") == "prefill_batch"
     pre, both = pl.col("_prefill"), pl.col("_prefill_tokens")
-    derived = [(pl.col("kind") == "prefill_batch").alias("_prefill")]
+    derived = [prefill.alias("_prefill")]
     if tokens:
-        derived.append(((pl.col("kind") == "prefill_batch") & pl.col("cached_token").is_not_null() & pl.col("new_token").is_not_null()).alias("_prefill_tokens"))
+        derived.append((prefill & pl.col("cached_token").is_not_null() & pl.col("new_token").is_not_null()).alias("_prefill_tokens"))
     aggs = [
         _agg(b, "queue_req", "median", "queue"),
         _count(b, "queue_req", "n_queue"),

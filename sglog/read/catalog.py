@@ -579,7 +579,7 @@ class Catalogue:
                 if where == source or where.endswith("/" + source):
                     return self._result(t, fields)
             if t.raw.get("lib"):
-                if libraries and library is None and fallback is None:
+                if library is None and fallback is None:
                     if source is None:
                         return self._result(t, fields)
                     library = (t, fields)
